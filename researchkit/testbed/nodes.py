@@ -166,15 +166,16 @@ def _kill_group(p:subprocess.Popen):
     except ProcessLookupError: pass
 
 class LocalNode(Node):
-    "This machine, the root network namespace."
+    "This machine, the root network namespace. As a non-root user (a Binder/Docker image), commands go through `sudo -n`."
     kind = 'local'
     def __init__(self, name:str='local', logdir:str|None=None):
         super().__init__(name)
         self.logdir = logdir
+        self._sh = ['sudo', '-n', 'sh', '-c'] if os.geteuid() != 0 and shutil.which('sudo') else ['sh', '-c']
 
     def _exec(self, line, timeout, input):
         t0 = time.monotonic()
-        p = subprocess.Popen(['sh', '-c', line], stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        p = subprocess.Popen([*self._sh, line], stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try: out, err = p.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -188,7 +189,7 @@ class LocalNode(Node):
         d = self.logdir or tempfile.mkdtemp(prefix='rk-proc-')
         os.makedirs(d, exist_ok=True)
         fd, log = tempfile.mkstemp(prefix='proc-', suffix='.log', dir=d)
-        p = subprocess.Popen(['sh', '-c', 'exec ' + line], stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
+        p = subprocess.Popen([*self._sh, 'exec ' + line], stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
                              start_new_session=True)
         os.close(fd)
         return Proc(self, line, p.pid, log, _proc_start(p.pid), popen=p)

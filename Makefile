@@ -1,0 +1,38 @@
+# researchkit — the two commands: `make reproduce` and `make test` (README.md).
+SHELL := /bin/bash
+VENV  := .venv/bin
+STUDIES ?= $(shell ls params | grep -v '^testbeds$$')
+PROFILE ?= quick
+TESTBED ?= local
+
+.PHONY: setup reproduce test test-fast export-check nbdev-test bench doctor report clean-leaks
+
+setup:                       ## install what is missing (Debian packages, .venv)
+	@tools/bootstrap
+
+reproduce: setup             ## reproduce every study on this testbed with the quick profile, write figures/
+	@for s in $(STUDIES); do $(VENV)/researchkit run $$s --profile $(PROFILE) --testbed $(TESTBED) || exit 1; done
+	$(VENV)/researchkit report
+
+test: setup export-check nbdev-test  ## everything CI runs
+	$(VENV)/pytest -q
+
+export-check:                ## researchkit/ must be exactly what nbs/ exports
+	@$(VENV)/nbdev-export
+	@if [ -n "$$(git status --porcelain -- researchkit)" ]; then \
+	  echo "nbdev-export changed researchkit/ — edit the notebooks in nbs/, not researchkit/:"; git status --porcelain -- researchkit; exit 1; fi
+
+nbdev-test:                  ## the examples and tests under the code in the library notebooks
+	$(VENV)/nbdev-test --skip-folder-re '^(studies|[_.].*)$$'
+
+bench: setup                 ## harness and data-path setup costs, as ratios measured in one run
+	$(VENV)/python bench/harness.py
+
+doctor: setup
+	$(VENV)/researchkit doctor --testbed $(TESTBED)
+
+report: setup
+	$(VENV)/researchkit report
+
+clean-leaks: setup           ## tear down what a crashed run left behind
+	$(VENV)/researchkit cleanup

@@ -1,0 +1,102 @@
+"""researchkit.cli: bad input fails before anything starts; a run killed midway leaves nothing and resumes."""
+import os, re, sys, time, signal, subprocess, pathlib
+import polars as pl
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLI = [sys.executable, '-m', 'researchkit.cli']
+
+def _netns():
+    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout
+    return {l.split()[0] for l in out.splitlines()}
+
+def _leftovers(run_id):
+    ns = {n for n in _netns() if n.startswith(run_id)}
+    links = subprocess.run(['ip', '-o', 'link'], capture_output=True, text=True).stdout
+    procs = subprocess.run(['ps', '-eo', 'args='], capture_output=True, text=True).stdout
+    return ns, [l for l in links.splitlines() if f': {run_id}' in l], [l for l in procs.splitlines() if run_id in l and 'pytest' not in l]
+
+def cli(*args, **kw):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, **kw)
+
+@pytest.mark.parametrize('args,field', [
+    (['run', 'cni-net', '--profile', 'smoke', '--param', 'datapaths=[bridge, vlan]'], 'datapaths[1]'),
+    (['run', 'cni-net', '--profile', 'smoke', '--param', 'repetitions=0'], 'repetitions'),
+    (['run', 'cni-net', '--profile', 'nosuch'], 'profile'),
+    (['run', 'cni-nett', '--profile', 'smoke'], 'study'),
+    (['run', 'cni-net', '--profile', 'smoke', '--testbed', 'tests/data/bad-testbed.yaml'], 'nodes[0].kind'),
+])
+def test_bad_input_fails_before_anything_starts(args, field, tmp_path):
+    before = _netns()
+    r = cli(*args, '--results', str(tmp_path/'r'))
+    assert r.returncode == 2, r.stderr
+    assert field in r.stderr, r.stderr
+    assert _netns() == before and not (tmp_path/'r').exists()
+
+def test_doctor_prints_capabilities():
+    r = cli('doctor')
+    assert r.returncode == 0, r.stderr
+    for item in ('veth', 'vxlan', 'macvlan', 'ipvlan', 'kvm', 'iperf3'):
+        assert item in r.stdout
+
+def _start(tmp_path):
+    return subprocess.Popen([*CLI, 'run', 'cni-net', '--profile', 'smoke', '--results', str(tmp_path/'results'),
+                             '--figures', str(tmp_path/'figures'), '--no-progress'],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+def _records(tmp_path):
+    f = tmp_path/'results'/'cni-net'/'records.parquet'
+    return pl.read_parquet(f) if f.exists() else None
+
+def test_run_killed_midway_leaves_nothing_and_resumes(tmp_path):
+    p = _start(tmp_path)
+    run_id, deadline, err = None, time.monotonic() + 240, ''
+    # wait until the run has recorded some measurements and has namespaces up
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        if run_id is None:
+            ns = [n for n in _netns() if re.match(r'^rk[0-9a-f]{4}-', n)]
+            if ns: run_id = ns[0].split('-')[0]
+        r = _records(tmp_path)
+        if run_id and r is not None and (r['experiment'] == 'throughput').sum() >= 3: break
+        assert p.poll() is None, p.communicate()
+    assert run_id, 'the run never created its namespaces'
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 130, err[-2000:]
+    assert _leftovers(run_id) == (set(), [], []), _leftovers(run_id)
+    first = _records(tmp_path)
+    done = first.filter(pl.col('experiment') == 'throughput').height
+    assert done >= 3
+    # resume: the same command finishes the rest without measuring recorded points again
+    p = _start(tmp_path)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    final = _records(tmp_path)
+    assert final.height > first.height
+    keys = ['experiment', 'point_key', 'repetition', 'metric', 'testbed']
+    assert final.select(keys).unique().height == final.height, 'a recorded point was measured twice'
+    old = first.filter(pl.col('experiment') == 'throughput').select(keys, 'run_id')
+    assert old.join(final.select(keys, 'run_id'), on=keys).filter(pl.col('run_id') != pl.col('run_id_right')).is_empty()
+    # the completed run wrote its figures and a claims table into the executed notebook
+    assert list((tmp_path/'figures'/'cni-net').glob('*.png'))
+
+def test_crashed_kernel_is_reaped(tmp_path):
+    "SIGKILL of the kernel (no finally, no atexit): the CLI replays the run's ledger."
+    p = _start(tmp_path)
+    deadline, kernel, run_id = time.monotonic() + 240, None, None
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        ns = [n for n in _netns() if re.match(r'^rk[0-9a-f]{4}-', n)]
+        if ns:
+            run_id = ns[0].split('-')[0]
+            out = subprocess.run(['pgrep', '-f', 'ipykernel'], capture_output=True, text=True).stdout.split()
+            kids = [int(x) for x in out if os.environ.get('RESEARCHKIT_RUN_ID', '') not in x]
+            env_match = [k for k in kids if f'RESEARCHKIT_RUN_ID={run_id}' in pathlib.Path(f'/proc/{k}/environ').read_bytes().replace(b'\0', b' ').decode(errors='replace')]
+            if env_match: kernel = env_match[0]; break
+        assert p.poll() is None, p.communicate()
+    assert kernel, 'no kernel found'
+    os.kill(kernel, signal.SIGKILL)
+    out, err = p.communicate(timeout=180)
+    assert p.returncode != 0
+    assert _leftovers(run_id) == (set(), [], []), _leftovers(run_id)
