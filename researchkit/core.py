@@ -6,12 +6,13 @@ Docs: https://researchkit.github.io/researchkit/core.html.md"""
 
 # %% ../nbs/00_core.ipynb #c003
 from __future__ import annotations
-import os, re, secrets
+import os, re, secrets, pathlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 # %% auto #0
-__all__ = ['RUN_ID_RE', 'ResearchkitError', 'ConfigError', 'NotMeasurable', 'Field', 'validate', 'new_run_id', 'current_run_id']
+__all__ = ['RUN_ID_RE', 'ResearchkitError', 'ConfigError', 'NotMeasurable', 'Field', 'validate', 'new_run_id', 'current_run_id',
+           'project_root', 'cache_dir']
 
 # %% ../nbs/00_core.ipynb #c005
 class ResearchkitError(Exception):
@@ -122,3 +123,18 @@ def current_run_id() -> str:
         return rid
     rid = os.environ['RESEARCHKIT_RUN_ID'] = new_run_id()
     return rid
+
+# %% ../nbs/00_core.ipynb #c013
+def project_root() -> pathlib.Path:
+    "The checkout holding `params/`: `$RESEARCHKIT_HOME`, else the nearest parent of the working directory with `params/`, else the package's parent."
+    env = os.environ.get('RESEARCHKIT_HOME')
+    if env: return pathlib.Path(env).resolve()
+    for d in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]:
+        if (d/'params').is_dir() and (d/'pyproject.toml').exists(): return d
+    return pathlib.Path(__file__).resolve().parent.parent
+
+def cache_dir(*parts:str) -> pathlib.Path:
+    "Build cache outside git (compiled BPF objects, MPI binaries, Go tools): `$RESEARCHKIT_CACHE` or `<project>/.cache`."
+    d = pathlib.Path(os.environ.get('RESEARCHKIT_CACHE') or project_root()/'.cache').joinpath(*parts)
+    d.mkdir(parents=True, exist_ok=True)
+    return d

@@ -33,11 +33,12 @@ def pid_alive(pid:int, start:str|None=None) -> bool:
     s = _proc_start(pid)
     return s is not None and (start is None or s == start)
 
-def kill_cmd(pid:int, start:str|None=None, sig:str='KILL') -> str:
-    "Shell command that kills `pid` only if it is still the process that started at `start`."
-    if start is None: return f"kill -{sig} {pid} 2>/dev/null || true"
+def kill_cmd(pid:int, start:str|None=None, sig:str='KILL', group:bool=False) -> str:
+    "Shell command that kills `pid` (its process group with `group`) only if it is still the process that started at `start`."
+    target = f"-- -{pid}" if group else str(pid)
+    if start is None: return f"kill -{sig} {target} 2>/dev/null || true"
     return (f"[ \"$(sed 's/.*) //' /proc/{pid}/stat 2>/dev/null | cut -d' ' -f20)\" = '{start}' ] "
-            f"&& kill -{sig} {pid} 2>/dev/null || true")
+            f"&& kill -{sig} {target} 2>/dev/null || true")
 
 # %% ../nbs/01_teardown.ipynb #c006
 class Ledger:

@@ -12,7 +12,8 @@ from ..core import ResearchkitError
 from ..teardown import Teardown, kill_cmd, _proc_start
 
 # %% auto #0
-__all__ = ['Result', 'CommandFailed', 'CommandTimeout', 'as_cmd', 'pinned', 'Proc', 'Node', 'LocalNode', 'NetnsNode']
+__all__ = ['Result', 'CommandFailed', 'CommandTimeout', 'as_cmd', 'is_simple', 'exec_line', 'pinned', 'Proc', 'Node', 'LocalNode',
+           'NetnsNode']
 
 # %% ../../nbs/10_nodes.ipynb #c005
 @dataclass
@@ -49,6 +50,16 @@ class CommandTimeout(ResearchkitError):
 def as_cmd(cmd) -> str:
     "A command given as a string is a shell line; a list is an argv, quoted for the shell."
     return cmd if isinstance(cmd, str) else shlex.join(str(c) for c in cmd)
+
+def is_simple(line:str) -> bool:
+    "Is `line` one simple command (so `exec` can replace the shell and the pid is the command itself)?"
+    try: toks = list(shlex.shlex(line, posix=True, punctuation_chars=True))
+    except ValueError: return False
+    return '\n' not in line and not any(t and set(t) <= set(';&|()') for t in toks) and not toks[:1] == ['exec']
+
+def exec_line(line:str) -> str:
+    "`exec line` for a simple command (its pid is then the shell's), else `line` unchanged."
+    return ('exec ' + line) if is_simple(line) else line
 
 def pinned(cmd:str, cpus:str|int|None) -> str:
     "Prefix `cmd` with `taskset -c cpus` when `cpus` is given (e.g. '0', '1', '0-1')."
@@ -125,10 +136,14 @@ class Node:
         if env: line = 'export ' + ' '.join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()) + '; ' + line
         p = self._spawn(line)
         if teardown is not None:
-            teardown.add(label or f"process {p.pid} on {self.name}", p.stop,
-                         undo=kill_cmd(-p.pid if p.start is None else p.pid, p.start) if self.kind != 'ssh' else kill_cmd(-p.pid),
-                         node='local' if self.kind in ('local', 'netns') else self.name)
+            teardown.add(label or f"process {p.pid} on {self.name}", p.stop, undo=kill_cmd(p.pid, p.start, group=True),
+                         node=self.ledger_node)
         return p
+
+    @property
+    def ledger_node(self) -> str:
+        "Name under which ledger undo commands for this node are replayed ('local' for this machine)."
+        return self.name
 
     def _exec(self, line:str, timeout:float, input:str|None) -> Result: raise NotImplementedError
     def _spawn(self, line:str) -> Proc: raise NotImplementedError
@@ -161,6 +176,15 @@ class Node:
         return f"<b>{html.escape(type(self).__name__)}</b> <code>{html.escape(self.name)}</code>"
 
 # %% ../../nbs/10_nodes.ipynb #c011
+_LOGDIR = []
+def _logdir() -> str:
+    "One directory per process for background-process logs, removed when the process exits."
+    if not _LOGDIR:
+        import atexit
+        _LOGDIR.append(tempfile.mkdtemp(prefix='rk-proc-'))
+        atexit.register(shutil.rmtree, _LOGDIR[0], ignore_errors=True)
+    return _LOGDIR[0]
+
 def _kill_group(p:subprocess.Popen):
     try: os.killpg(p.pid, signal.SIGKILL)
     except ProcessLookupError: pass
@@ -172,6 +196,8 @@ class LocalNode(Node):
         super().__init__(name)
         self.logdir = logdir
         self._sh = ['sudo', '-n', 'sh', '-c'] if os.geteuid() != 0 and shutil.which('sudo') else ['sh', '-c']
+
+    ledger_node = 'local'
 
     def _exec(self, line, timeout, input):
         t0 = time.monotonic()
@@ -186,10 +212,10 @@ class LocalNode(Node):
         return Result(self.name, line, p.returncode, out, err, time.monotonic() - t0)
 
     def _spawn(self, line):
-        d = self.logdir or tempfile.mkdtemp(prefix='rk-proc-')
+        d = self.logdir or _logdir()
         os.makedirs(d, exist_ok=True)
         fd, log = tempfile.mkstemp(prefix='proc-', suffix='.log', dir=d)
-        p = subprocess.Popen([*self._sh, 'exec ' + line], stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
+        p = subprocess.Popen([*self._sh, exec_line(line)], stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
                              start_new_session=True)
         os.close(fd)
         return Proc(self, line, p.pid, log, _proc_start(p.pid), popen=p)
@@ -214,8 +240,10 @@ class NetnsNode(Node):
         r = self.parent._exec(self._wrap(line), timeout, input)
         return Result(self.name, line, r.rc, r.stdout, r.stderr, r.seconds)
     def _spawn(self, line):
-        p = self.parent._spawn(f"ip netns exec {shlex.quote(self.netns)} sh -c {shlex.quote('exec ' + line)}")
+        p = self.parent._spawn(f"ip netns exec {shlex.quote(self.netns)} sh -c {shlex.quote(exec_line(line))}")
         p.node = self; return p
+    @property
+    def ledger_node(self): return self.parent.ledger_node
     def put(self, local, remote): self.parent.put(local, remote)
     def get(self, remote, local): self.parent.get(remote, local)
     def read_text(self, path): return self.parent.read_text(path)

@@ -1,0 +1,44 @@
+"Shared helpers for the networks tests: TCP checks run inside namespaces, leak checks."
+import json, time
+from researchkit.testbed.nodes import LocalNode
+
+SERVER = ("import socket,sys;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind((sys.argv[1],int(sys.argv[2])));"
+          "s.listen(64);s.settimeout(float(sys.argv[3]))\n"
+          "try:\n while True:\n  c,_=s.accept();n=0\n  while (d:=c.recv(65536)): n+=len(d)\n  print(n,flush=True)\nexcept OSError: pass")
+CLIENT = ("import socket,sys\nok=[]\nfor a in sys.argv[2:]:\n try:\n  s=socket.create_connection((a,int(sys.argv[1])),timeout=2);s.sendall(b'x'*4096);s.close();ok.append(a)\n"
+          " except OSError: pass\nprint(' '.join(ok))")
+
+def tcp_bytes(srv, cli, ip, n=1_000_000, timeout=6, port=7):
+    "Bytes that arrive at `srv` (listening on ip:port) when `cli` sends `n` bytes over TCP; 0 if none."
+    p = srv.spawn(['python3', '-c', SERVER, ip, str(port), str(timeout)])
+    time.sleep(0.3)
+    cli.run(['timeout', str(timeout), 'python3', '-c',
+             f"import socket;s=socket.create_connection(('{ip}',{port}),timeout={timeout});s.sendall(b'x'*{n});s.close()"],
+            check=False, timeout=timeout + 5)
+    deadline = time.monotonic() + timeout
+    while not p.output().strip() and p.alive() and time.monotonic() < deadline: time.sleep(0.05)
+    p.stop(grace=0.5)
+    out = p.output().split()
+    return int(out[0]) if out and out[0].isdigit() else 0
+
+def all_pairs(pods, timeout=8):
+    "{(i, j): True/False} — can pod i open a TCP connection to pod j (and send 4 KiB)?"
+    srv = [p.node.spawn(['python3', '-c', SERVER, p.ip, '7', '120']) for p in pods]
+    time.sleep(0.5)
+    res = {}
+    try:
+        for i, p in enumerate(pods):
+            others = [q.ip for q in pods if q is not p]
+            out = p.node.run(['python3', '-c', CLIENT, '7', *others], timeout=timeout + 30).stdout.split()
+            for j, q in enumerate(pods):
+                if q is not p: res[(i, j)] = q.ip in out
+    finally:
+        for s in srv: s.stop(grace=0.2)
+    return res
+
+def leftovers(prefix):
+    "Namespaces and root-namespace links whose name starts with `prefix`."
+    n = LocalNode()
+    ns = [l.split()[0] for l in n.run('ip netns list').stdout.splitlines() if l.startswith(prefix)]
+    links = [l['ifname'] for l in json.loads(n.run('ip -j link show').stdout) if l['ifname'].startswith(prefix)]
+    return ns + links

@@ -1,0 +1,84 @@
+import types, pathlib
+import pytest, polars as pl
+from researchkit.core import ConfigError
+from researchkit.results.store import ResultStore
+from researchkit.claims import Claim, verdict, ratio, summarize
+from researchkit.figures import line_chart, save_chart
+from researchkit.report import build_report
+from _results_fixtures import rows, PROV
+
+def _fake_study(name='cni-demo', *, figures=True, broken=False):
+    "A tiny study object (fixture): two claims over throughput records, one figure."
+    def claims():
+        def c1(d):
+            r = ratio(d, 'gbps', ['size'], {'path': 'vxlan'}, {'path': 'bridge'})
+            return verdict(r.median < 1, r.text('vxlan/bridge'))
+        def c2(d):
+            r = ratio(d, 'gbps', ['size'], {'path': 'ipvlan'}, {'path': 'bridge'})
+            return verdict(r.median < 1, r.text('ipvlan/bridge'))
+        cs = [Claim('C1', 'vxlan is slower than bridge', 'ovs-vxlan ≈ 10 % below', c1), Claim('C2', 'ipvlan is slowest', 'ipvlan last', c2)]
+        if broken: cs.append(Claim('C3', 'bug', 'x', lambda d: d['no_such_column']))
+        return cs
+    def figs(df, outdir):
+        s = summarize(df, ['path', 'size'], 'gbps')
+        ref = pl.DataFrame({'size': [64], 'median': [5.0], 'path': ['bridge']})
+        return save_chart(line_chart(s, x='size', y='median', color='path', log_x=True, y_err=('q1', 'q3'), ref=ref, title='tput'), outdir, 'tput')
+    ns = types.SimpleNamespace(NAME=name, TITLE='Container networking (demo)', claims=claims)
+    if figures: ns.figures = figs
+    return ns
+
+def _fill(root, study='cni-demo'):
+    st = ResultStore(root)
+    for rep in range(3):
+        for size in (64, 1024):
+            st.append(rows(study, 'tput', [({'path': 'bridge', 'size': size}, rep, 10.0 + rep),
+                                           ({'path': 'vxlan', 'size': size}, rep, 9.0 + rep),
+                                           ({'path': 'ipvlan', 'size': size}, rep, None)],
+                           prov={**PROV, 'loadavg': 0.5 + rep}))
+
+def test_report(tmp_path):
+    _fill(tmp_path/'results')
+    later = types.SimpleNamespace(NAME='hlf-kata', TITLE='Fabric on Kata', claims=lambda: [])
+    out = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(), later])
+    assert out == tmp_path/'figures'/'REPORT.md'
+    text = out.read_text()
+    # the claims table, with verdicts and the measured numbers / reasons
+    # (per-repetition ratios 9/10, 10/11, 11/12, each at two sizes: median 0.909, IQR 0.902–0.915)
+    assert '| id | claim | paper | verdict | measured |' in text
+    assert '| C1 | vxlan is slower than bridge | ovs-vxlan ≈ 10 % below | ✅ reproduced | vxlan/bridge = 0.91 (IQR 0.90–0.91, n=6) |' in text
+    assert '| C2 | ipvlan is slowest | ipvlan last | ⚪ not measurable | not measurable on this testbed: no ipvlan |' in text
+    # figures regenerated from the records, linked relative to the report
+    assert '![tput](cni-demo/tput.png)' in text and '[tput.svg](cni-demo/tput.svg)' in text
+    assert (tmp_path/'figures'/'cni-demo'/'tput.png').read_bytes()[:4] == b'\x89PNG'
+    # capability notes: one line per distinct (experiment, point, reason), not one per repetition
+    assert text.count('- `tput` path=ipvlan, size=64: no ipvlan') == 1 and text.count('- `tput` path=ipvlan, size=1024: no ipvlan') == 1
+    # provenance summary
+    assert 'testbed: local' in text and 'kernel: 6.18; cores: 2; CPU: cpu' in text and '0.1.0 @ cccccccccccc' in text
+    assert 'iperf3 3.12' in text and 'records: 18 (12 values, 6 not measurable)' in text and '0.50–2.50' in text
+    # the summary table and the studies not yet run
+    assert '| [Container networking (demo)](#container-networking-demo-cni-demo) | 18 | 1 | 0 | 1 |' in text
+    assert '- Fabric on Kata (`hlf-kata`): not yet run' in text
+
+def test_report_is_stable(tmp_path):
+    _fill(tmp_path/'results')
+    kw = dict(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study()])
+    out = build_report(**kw); first, mtimes = out.read_text(), {p: p.stat().st_mtime_ns for p in (tmp_path/'figures').rglob('*.*')}
+    build_report(**kw)
+    assert out.read_text() == first and {p: p.stat().st_mtime_ns for p in (tmp_path/'figures').rglob('*.*')} == mtimes
+
+def test_study_without_figures_links_existing_files(tmp_path):
+    _fill(tmp_path/'results')
+    d = tmp_path/'figures'/'cni-demo'; d.mkdir(parents=True); (d/'old.png').write_bytes(b'\x89PNG\r\n\x1a\n')
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)]).read_text()
+    assert '![old](cni-demo/old.png)' in text
+
+def test_nothing_run_yet(tmp_path):
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study()]).read_text()
+    assert 'not yet run' in text and '### Claims' not in text
+
+def test_a_broken_check_fails_the_report(tmp_path):
+    _fill(tmp_path/'results')
+    with pytest.raises(pl.exceptions.ColumnNotFoundError):
+        build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(broken=True)])
+    with pytest.raises(ConfigError):
+        build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[types.SimpleNamespace(NAME='x')])
