@@ -148,3 +148,6 @@ def main(argv:list[str]|None=None) -> int:
     except ResearchkitError as e:
         print(f"researchkit: {e}", file=sys.stderr); return 1
     return 0
+
+# %% ../nbs/90_cli.ipynb #c011
+if __name__ == '__main__': sys.exit(main())

@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = [sys.executable, '-m', 'researchkit.cli']
+CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
 
 def _netns():
     out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout
@@ -76,8 +76,8 @@ def test_run_killed_midway_leaves_nothing_and_resumes(tmp_path):
     assert final.height > first.height
     keys = ['experiment', 'point_key', 'repetition', 'metric', 'testbed']
     assert final.select(keys).unique().height == final.height, 'a recorded point was measured twice'
-    old = first.filter(pl.col('experiment') == 'throughput').select(keys, 'run_id')
-    assert old.join(final.select(keys, 'run_id'), on=keys).filter(pl.col('run_id') != pl.col('run_id_right')).is_empty()
+    old = first.filter(pl.col('experiment') == 'throughput').select(*keys, 'run_id')
+    assert old.join(final.select(*keys, 'run_id'), on=keys).filter(pl.col('run_id') != pl.col('run_id_right')).is_empty()
     # the completed run wrote its figures and a claims table into the executed notebook
     assert list((tmp_path/'figures'/'cni-net').glob('*.png'))
 

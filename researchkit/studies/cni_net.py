@@ -196,12 +196,15 @@ TABLE3 = pl.DataFrame({
 }).unpivot(index=['scenario', 'placement'], variable_name='datapath', value_name='paper_ms').drop_nulls('paper_ms')
 
 # %% ../../nbs/61_cni_net.ipynb #c018
-def build_inventory(P:dict, topologies:Topologies, *, testbed=None, capabilities=None) -> list[tuple[dict, dict, str]]:
+def build_inventory(P:dict, topologies:Topologies, *, testbed=None, capabilities=None,
+                    skip=lambda point: False, # points already recorded (a resumed run)
+                   ) -> list[tuple[dict, dict, str]]:
     "Build every (placement, datapath) once; returns (point, metrics, variant label) triples."
     import time
     out = []
     for pl_ in P['placements']:
         for dp in P['datapaths']:
+            if skip({'placement': pl_, 'datapath': dp}): continue
             t0 = time.perf_counter()
             try: topo = topologies.get(dp, pl_, 2)
             except NotMeasurable as e:
@@ -356,16 +359,17 @@ def claims():
     ]
 
 # %% ../../nbs/61_cni_net.ipynb #c023
-def record_inventory(store, P:dict, topologies:Topologies, *, prov:dict, testbed=None, capabilities=None) -> int:
-    "Build and time every data path once; store one `datapaths` row per metric, its note naming the variant built."
+def record_inventory(store, P:dict, topologies:Topologies, *, prov:dict, testbed_name:str, testbed=None, capabilities=None) -> int:
+    "Build and time every data path once per testbed; store one `datapaths` row per metric, its note naming the variant built."
     from researchkit.results.records import records, not_measurable
     rows = []
-    for point, metrics, variant in build_inventory(P, topologies, testbed=testbed, capabilities=capabilities):
+    done = lambda point: store.done(NAME, 'datapaths', point, 0, testbed_name)
+    for point, metrics, variant in build_inventory(P, topologies, testbed=testbed, capabilities=capabilities, skip=done):
         if metrics is None: rows += not_measurable(NAME, 'datapaths', point, variant, prov); continue
         rs = records(NAME, 'datapaths', point, 0, metrics, prov)
         for r in rs: r['note'] = variant
         rows += rs
-    store.append(rows)
+    if rows: store.append(rows)
     return len(rows)
 
 def run_experiment(experiment:str, # 'throughput' | 'latency' | 'mpi'
