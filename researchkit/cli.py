@@ -38,7 +38,13 @@ def kernels_of(pid:int) -> list[int]:
     "Jupyter kernels started (directly or not) by `pid`."
     return [p for p in descendants(pid) if 'ipykernel' in _cmdline(p)]
 
-# %% ../nbs/90_cli.ipynb #c008
+# %% ../nbs/90_cli.ipynb #c007
+def _die_with_parent():
+    "In the child: receive SIGTERM when the CLI dies, even by SIGKILL (Linux prctl PR_SET_PDEATHSIG)."
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+# %% ../nbs/90_cli.ipynb #c009
 def run_study(study:str,              # study name, e.g. 'cni-net'
               profile:str='quick',    # parameter profile (params/<study>/<profile>.yaml)
               *, testbed:str='local', # testbed inventory name or path
@@ -64,7 +70,8 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
     if overrides: cmd += ['-y', yaml.safe_dump(overrides)]
     env = {**os.environ, 'RESEARCHKIT_RUN_ID': run_id, 'PYTHONUNBUFFERED': '1'}
     print(f"run {run_id}: {study} --profile {profile} --testbed {testbed} -> {out.relative_to(root)}", file=sys.stderr)
-    p = subprocess.Popen(cmd, env=env, start_new_session=True)  # Ctrl-C reaches only us; we decide what the kernel gets
+    p = subprocess.Popen(cmd, env=env, start_new_session=True,  # Ctrl-C reaches only us; we decide what the kernel gets
+                         preexec_fn=_die_with_parent)  # and a killed CLI does not leave papermill running
     interrupted = []
     def on_signal(signum, frame):
         interrupted.append(time.monotonic())
@@ -92,7 +99,7 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
     if rc != 0: print(f"run {run_id} failed (exit {rc}); see {out}", file=sys.stderr)
     return rc
 
-# %% ../nbs/90_cli.ipynb #c010
+# %% ../nbs/90_cli.ipynb #c011
 def _kv(s:str):
     if '=' not in s: raise argparse.ArgumentTypeError(f"--param wants KEY=VALUE, got {s!r}")
     k, v = s.split('=', 1); return k, yaml.safe_load(v)
@@ -149,5 +156,5 @@ def main(argv:list[str]|None=None) -> int:
         print(f"researchkit: {e}", file=sys.stderr); return 1
     return 0
 
-# %% ../nbs/90_cli.ipynb #c011
+# %% ../nbs/90_cli.ipynb #c012
 if __name__ == '__main__': sys.exit(main())

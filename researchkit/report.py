@@ -23,9 +23,20 @@ def _point_text(pj:str) -> str:
     return ', '.join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in p.items()) or '(no parameters)'
 
 def capability_notes(df:pl.DataFrame) -> list[str]:
-    "One Markdown bullet per distinct (experiment, point, reason) recorded as not measurable."
-    nm = df.filter(pl.col('metric') == NOT_MEASURABLE).select('experiment', 'point', 'note').unique().sort('experiment', 'point', 'note')
-    return [f"- `{r['experiment']}` {_point_text(r['point'])}: {(r['note'] or '').strip()}" for r in nm.iter_rows(named=True)]
+    "One Markdown bullet per (experiment, reason) recorded as not measurable, with the points it covers (parameters that vary are listed)."
+    nm = df.filter(pl.col('metric') == NOT_MEASURABLE).select('experiment', 'point', 'note').unique()
+    out = []
+    for (exp, note), g in sorted(nm.group_by(['experiment', 'note']), key=lambda kv: (kv[0][0], kv[0][1] or '')):
+        pts = [json.loads(p) for p in sorted(g['point'].to_list())]
+        if len(pts) == 1: where = _point_text(g['point'][0])
+        else:
+            keys = sorted({k for p in pts for k in p})
+            vals = {k: sorted({json.dumps(p.get(k)) for p in pts}) for k in keys}
+            same = ', '.join(f"{k}={json.loads(v[0])}" for k, v in vals.items() if len(v) == 1)
+            varying = '; '.join(f"{k} ∈ {{{', '.join(str(json.loads(x)) for x in v)}}}" for k, v in vals.items() if len(v) > 1)
+            where = f"{len(pts)} points ({', '.join(x for x in (same, varying) if x)})"
+        out.append(f"- `{exp}` {where}: {(note or '').strip()}")
+    return out
 
 def _uniq(df:pl.DataFrame, col:str) -> str:
     vals = [str(v) for v in df[col].drop_nulls().unique().sort().to_list() if str(v) != '']
@@ -71,6 +82,8 @@ def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path) -> tuple[l
     table = evaluate(list(study.claims()), df)
     counts = {s: int((table['status'] == s).sum()) for s in ('reproduced', 'refuted', 'not measurable')}
     lines = [f"## {study.TITLE} (`{study.NAME}`)", '', '### Claims', '', claims_markdown(table).rstrip('\n') if table.height else '_No claims defined._', '']
+    if hasattr(study, 'notes'):  # the study's own tables (e.g. which data paths were real and which stand-ins)
+        lines += [*study.notes(df), '']
     figs = _figure_lines(study, df, figures_root)
     lines += ['### Figures', '', *(f"{f}\n" for f in figs)] if figs else ['### Figures', '', '_No figures._', '']
     notes = capability_notes(df)
@@ -80,7 +93,7 @@ def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path) -> tuple[l
 
 def build_report(*, results_root:os.PathLike|str,  # the result store root (results/)
                  figures_root:os.PathLike|str,     # where figures/<study>/ and REPORT.md go
-                 studies:list,                     # study modules (NAME, TITLE, claims(), optional figures())
+                 studies:list,                     # study modules (NAME, TITLE, claims(), optional figures() and notes())
                  title:str='researchkit — reproduction report',
                 ) -> pathlib.Path:
     "Write `<figures_root>/REPORT.md` from the records of every study; returns its path."

@@ -100,3 +100,30 @@ def test_crashed_kernel_is_reaped(tmp_path):
     out, err = p.communicate(timeout=180)
     assert p.returncode != 0
     assert _leftovers(run_id) == (set(), [], []), _leftovers(run_id)
+
+def _kernels_of_run(run_id):
+    out = subprocess.run(['pgrep', '-f', 'ipykernel'], capture_output=True, text=True).stdout.split()
+    found = []
+    for k in out:
+        try: env = pathlib.Path(f'/proc/{k}/environ').read_bytes()
+        except OSError: continue
+        if f'RESEARCHKIT_RUN_ID={run_id}'.encode() in env: found.append(int(k))
+    return found
+
+def test_killed_cli_stops_its_run_and_cleanup_reaps_it(tmp_path):
+    "SIGKILL of the CLI itself: papermill and the kernel go too, and `researchkit cleanup` removes what they left."
+    p = _start(tmp_path)
+    deadline, run_id = time.monotonic() + 240, None
+    while time.monotonic() < deadline and not run_id:
+        time.sleep(0.5)
+        ns = [n for n in _netns() if re.match(r'^rk[0-9a-f]{4}-', n)]
+        if ns and _kernels_of_run(ns[0].split('-')[0]): run_id = ns[0].split('-')[0]
+        assert p.poll() is None, p.communicate()
+    assert run_id, 'the run never started'
+    p.kill(); p.wait()
+    deadline = time.monotonic() + 120
+    while _kernels_of_run(run_id) and time.monotonic() < deadline: time.sleep(0.5)
+    assert not _kernels_of_run(run_id), 'the kernel outlived its CLI'
+    r = cli('cleanup')
+    assert r.returncode == 0, r.stderr
+    assert _leftovers(run_id) == (set(), [], []), _leftovers(run_id)

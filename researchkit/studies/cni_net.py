@@ -15,7 +15,7 @@ from ..teardown import Teardown
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'PLACEMENTS', 'SCENARIOS', 'SCHEMA',
            'TABLE3', 'plan', 'Topologies', 'vm_hosts', 'testbed_hosts', 'tool_versions', 'measure_fn',
            'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'path_ratio', 'fmt_ratio', 'claims',
-           'record_inventory', 'run_experiment', 'figures', 'mpi_table']
+           'record_inventory', 'run_experiment', 'figures', 'notes', 'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -405,14 +405,15 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
     tp = named(_summary(bm, 'throughput', 'throughput_mbit', ['placement', 'proto', 'datapath', 'msg_bytes']))
     lat = named(_summary(bm, 'latency', 'latency_avg_us', ['placement', 'datapath', 'msg_bytes']))
     xy = dict(x='msg_bytes', y='median', color='data path', log_x=True, x_title='message size (bytes)', y_err=('q1', 'q3'))
+    tput = dict(xy, log_y=True, facet='proto', independent_y=True, y_title='throughput (Mbit/s, log)')
     at = lambda d, placement: d.filter(pl.col('placement') == placement) if d.height else d
     if at(tp, 'same-host').height:    # Fig. 10: same host, throughput vs message size, TCP and UDP
-        paths += save_chart(line_chart(at(tp, 'same-host'), **xy, facet='proto', independent_y=True, y_title='throughput (Mbit/s)',
+        paths += save_chart(line_chart(at(tp, 'same-host'), **tput,
                                        title='Fig. 10 — BMP2BMP same host: throughput vs message size (median, IQR)'),
                             outdir, 'fig10_same_host_throughput')
     parts = []
     if at(tp, 'different-host').height:
-        parts.append(line_chart(at(tp, 'different-host'), **xy, facet='proto', independent_y=True, y_title='throughput (Mbit/s)',
+        parts.append(line_chart(at(tp, 'different-host'), **tput,
                                 title='Fig. 11 — different hosts: TCP and UDP throughput'))
     if at(lat, 'different-host').height:
         parts.append(line_chart(at(lat, 'different-host'), **xy, y_title='UDP latency (µs, RTT/2)', title='Fig. 11 — different hosts: UDP latency'))
@@ -431,7 +432,8 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
                        ('table3_mpi_alltoall', f'Table 3 — MPI_Alltoall, {r} ranks/pod, measured vs paper') if r == 4 else
                        (f'mpi_alltoall_{r}_ranks', f'MPI_Alltoall, {r} ranks/pod'))
         paths += save_chart(bar_chart(s, x='data path', y='median', facet='placement', y_err=('q1', 'q3'), ref=ref,
-                                      x_title='data path', y_title='all-to-all latency (ms)', title=title), outdir, name)
+                                      width=110 * s['datapath'].n_unique(), x_title='data path', y_title='all-to-all latency (ms)',
+                                      title=title), outdir, name)
     if tp.height:   # every data path against the host-to-host baseline, TCP (beyond the paper)
         b = tp.filter((pl.col('proto') == 'tcp') & (pl.col('datapath') == BASELINE)).select('placement', 'msg_bytes', pl.col('median').alias('_b'))
         o = tp.filter((pl.col('proto') == 'tcp') & (pl.col('datapath') != BASELINE)).join(b, on=['placement', 'msg_bytes'])
@@ -444,6 +446,26 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
     return paths
 
 # %% ../../nbs/61_cni_net.ipynb #c026
+def notes(df:pl.DataFrame) -> list[str]:
+    "Markdown for the report: what each data path was on the testbed (real or stand-in, build time), and Table 3 measured vs paper."
+    out = []
+    inv = _series(df, 'datapaths', 'setup_s')
+    if inv.height:
+        t = inv.group_by('datapath').agg(pl.col('note').last().alias('variant'), (pl.col('value').median() * 1000).round(0).alias('setup_ms'))
+        from researchkit.networks.datapaths import DATAPATHS
+        paper = {d: DATAPATHS[d].paper_name if d in DATAPATHS else d for d in t['datapath']}
+        out += ['### Data paths on this testbed', '', '| data path | paper | built here | setup (ms, median) |', '|---|---|---|---|']
+        out += [f"| {r['datapath']} | {paper[r['datapath']]} | {r['variant']} | {r['setup_ms']:.0f} |"
+                for r in t.sort(pl.col('datapath').replace_strict({d: i for i, d in enumerate(DATAPATH_NAMES)}, default=99)).iter_rows(named=True)]
+        out += ['']
+    m = mpi_table(df)
+    if m.height:
+        out += ['### MPI_Alltoall, 8 pods × 4 ranks, 16 KB (Table 3 layout)', '', '| scenario | placement | data path | measured (ms, median) | n | paper (ms, other hardware) |', '|---|---|---|---|---|---|']
+        out += [f"| {r['scenario']} | {r['placement']} | {r['datapath']} | {r['measured_ms']} | {r['n']} | {'' if r['paper_ms'] is None else r['paper_ms']} |"
+                for r in m.iter_rows(named=True)]
+    return out
+
+# %% ../../nbs/61_cni_net.ipynb #c027
 def mpi_table(df:pl.DataFrame) -> pl.DataFrame:
     "Table 3 layout: measured MPI_Alltoall median (ms) per scenario × placement × data path, paper value beside it."
     s = _summary(df, 'mpi', 'alltoall_avg_ms', ['scenario', 'placement', 'datapath', 'ranks_per_pod'])
