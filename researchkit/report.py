@@ -22,6 +22,11 @@ def _point_text(pj:str) -> str:
     p = json.loads(pj)
     return ', '.join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in p.items()) or '(no parameters)'
 
+def _value_order(j:str):
+    "Sort JSON-encoded values numbers first, numerically, then the rest as text."
+    v = json.loads(j)
+    return (0, v, '') if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
+
 def capability_notes(df:pl.DataFrame) -> list[str]:
     "One Markdown bullet per (experiment, reason) recorded as not measurable, with the points it covers (parameters that vary are listed)."
     nm = df.filter(pl.col('metric') == NOT_MEASURABLE).select('experiment', 'point', 'note').unique()
@@ -31,7 +36,7 @@ def capability_notes(df:pl.DataFrame) -> list[str]:
         if len(pts) == 1: where = _point_text(g['point'][0])
         else:
             keys = sorted({k for p in pts for k in p})
-            vals = {k: sorted({json.dumps(p.get(k)) for p in pts}) for k in keys}
+            vals = {k: sorted({json.dumps(p.get(k)) for p in pts}, key=_value_order) for k in keys}
             same = ', '.join(f"{k}={json.loads(v[0])}" for k, v in vals.items() if len(v) == 1)
             varying = '; '.join(f"{k} ∈ {{{', '.join(str(json.loads(x)) for x in v)}}}" for k, v in vals.items() if len(v) > 1)
             where = f"{len(pts)} points ({', '.join(x for x in (same, varying) if x)})"

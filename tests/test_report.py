@@ -50,8 +50,8 @@ def test_report(tmp_path):
     # figures regenerated from the records, linked relative to the report
     assert '![tput](cni-demo/tput.png)' in text and '[tput.svg](cni-demo/tput.svg)' in text
     assert (tmp_path/'figures'/'cni-demo'/'tput.png').read_bytes()[:4] == b'\x89PNG'
-    # capability notes: one line per distinct (experiment, point, reason), not one per repetition
-    assert text.count('- `tput` path=ipvlan, size=64: no ipvlan') == 1 and text.count('- `tput` path=ipvlan, size=1024: no ipvlan') == 1
+    # capability notes: one line per (experiment, reason), naming the points it covers, not one per repetition
+    assert text.count('- `tput` 2 points (path=ipvlan, size ∈ {64, 1024}): no ipvlan') == 1 and text.count('no ipvlan') == 2
     # provenance summary
     assert 'testbed: local' in text and 'kernel: 6.18; cores: 2; CPU: cpu' in text and '0.1.0 @ cccccccccccc' in text
     assert 'iperf3 3.12' in text and 'records: 18 (12 values, 6 not measurable)' in text and '0.50–2.50' in text
