@@ -23,15 +23,20 @@ def state_dir() -> pathlib.Path:
     p = pathlib.Path(d); p.mkdir(parents=True, exist_ok=True)
     return p
 
-def _proc_start(pid:int) -> str|None:
-    "Start time (clock ticks since boot) of `pid`, to tell a live process from a reused pid."
-    try: return pathlib.Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[19]
+def _proc_stat(pid:int) -> list[str]|None:
+    "Fields of /proc/PID/stat after the command name (state first), or None if there is no such process."
+    try: return pathlib.Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
     except (OSError, IndexError): return None
 
+def _proc_start(pid:int) -> str|None:
+    "Start time (clock ticks since boot) of `pid`, to tell a live process from a reused pid."
+    f = _proc_stat(pid)
+    return f[19] if f and len(f) > 19 else None
+
 def pid_alive(pid:int, start:str|None=None) -> bool:
-    "Is `pid` alive (and, if `start` is given, still the same process)?"
-    s = _proc_start(pid)
-    return s is not None and (start is None or s == start)
+    "Is `pid` alive (and, if `start` is given, still the same process)? A zombie (exited, not yet reaped) is not."
+    f = _proc_stat(pid)
+    return f is not None and len(f) > 19 and f[0] != 'Z' and (start is None or f[19] == start)
 
 def kill_cmd(pid:int, start:str|None=None, sig:str='KILL', group:bool=False) -> str:
     "Shell command that kills `pid` (its process group with `group`) only if it is still the process that started at `start`."

@@ -39,6 +39,19 @@ def test_doctor_prints_capabilities():
     for item in ('veth', 'vxlan', 'macvlan', 'ipvlan', 'kvm', 'iperf3'):
         assert item in r.stdout
 
+def _new_run_ids(before):
+    "Run prefixes of namespaces that were not there `before`."
+    return sorted({n.split('-')[0] for n in _netns() - before if re.match(r'^rk[0-9a-f]{4}-', n)})
+
+def _kernels_of_run(run_id):
+    out = subprocess.run(['pgrep', '-f', 'ipykernel'], capture_output=True, text=True).stdout.split()
+    found = []
+    for k in out:
+        try: env = pathlib.Path(f'/proc/{k}/environ').read_bytes()
+        except OSError: continue
+        if f'RESEARCHKIT_RUN_ID={run_id}'.encode() in env: found.append(int(k))
+    return found
+
 def _start(tmp_path):
     return subprocess.Popen([*CLI, 'run', 'cni-net', '--profile', 'smoke', '--results', str(tmp_path/'results'),
                              '--figures', str(tmp_path/'figures'), '--no-progress'],
@@ -49,14 +62,15 @@ def _records(tmp_path):
     return pl.read_parquet(f) if f.exists() else None
 
 def test_run_killed_midway_leaves_nothing_and_resumes(tmp_path):
+    before = _netns()
     p = _start(tmp_path)
     run_id, deadline, err = None, time.monotonic() + 240, ''
     # wait until the run has recorded some measurements and has namespaces up
     while time.monotonic() < deadline:
         time.sleep(1)
         if run_id is None:
-            ns = [n for n in _netns() if re.match(r'^rk[0-9a-f]{4}-', n)]
-            if ns: run_id = ns[0].split('-')[0]
+            ids = _new_run_ids(before)
+            if ids: run_id = ids[0]
         r = _records(tmp_path)
         if run_id and r is not None and (r['experiment'] == 'throughput').sum() >= 3: break
         assert p.poll() is None, p.communicate()
@@ -83,17 +97,16 @@ def test_run_killed_midway_leaves_nothing_and_resumes(tmp_path):
 
 def test_crashed_kernel_is_reaped(tmp_path):
     "SIGKILL of the kernel (no finally, no atexit): the CLI replays the run's ledger."
+    before = _netns()
     p = _start(tmp_path)
     deadline, kernel, run_id = time.monotonic() + 240, None, None
     while time.monotonic() < deadline:
         time.sleep(0.5)
-        ns = [n for n in _netns() if re.match(r'^rk[0-9a-f]{4}-', n)]
-        if ns:
-            run_id = ns[0].split('-')[0]
-            out = subprocess.run(['pgrep', '-f', 'ipykernel'], capture_output=True, text=True).stdout.split()
-            kids = [int(x) for x in out if os.environ.get('RESEARCHKIT_RUN_ID', '') not in x]
-            env_match = [k for k in kids if f'RESEARCHKIT_RUN_ID={run_id}' in pathlib.Path(f'/proc/{k}/environ').read_bytes().replace(b'\0', b' ').decode(errors='replace')]
-            if env_match: kernel = env_match[0]; break
+        ids = _new_run_ids(before)
+        if ids:
+            run_id = ids[0]
+            ks = _kernels_of_run(run_id)
+            if ks: kernel = ks[0]; break
         assert p.poll() is None, p.communicate()
     assert kernel, 'no kernel found'
     os.kill(kernel, signal.SIGKILL)
@@ -101,23 +114,15 @@ def test_crashed_kernel_is_reaped(tmp_path):
     assert p.returncode != 0
     assert _leftovers(run_id) == (set(), [], []), _leftovers(run_id)
 
-def _kernels_of_run(run_id):
-    out = subprocess.run(['pgrep', '-f', 'ipykernel'], capture_output=True, text=True).stdout.split()
-    found = []
-    for k in out:
-        try: env = pathlib.Path(f'/proc/{k}/environ').read_bytes()
-        except OSError: continue
-        if f'RESEARCHKIT_RUN_ID={run_id}'.encode() in env: found.append(int(k))
-    return found
-
 def test_killed_cli_stops_its_run_and_cleanup_reaps_it(tmp_path):
     "SIGKILL of the CLI itself: papermill and the kernel go too, and `researchkit cleanup` removes what they left."
+    before = _netns()
     p = _start(tmp_path)
     deadline, run_id = time.monotonic() + 240, None
     while time.monotonic() < deadline and not run_id:
         time.sleep(0.5)
-        ns = [n for n in _netns() if re.match(r'^rk[0-9a-f]{4}-', n)]
-        if ns and _kernels_of_run(ns[0].split('-')[0]): run_id = ns[0].split('-')[0]
+        ids = _new_run_ids(before)
+        if ids and _kernels_of_run(ids[0]): run_id = ids[0]
         assert p.poll() is None, p.communicate()
     assert run_id, 'the run never started'
     p.kill(); p.wait()
