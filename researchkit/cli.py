@@ -127,7 +127,13 @@ def main(argv:list[str]|None=None) -> int:
         if args.cmd == 'doctor':
             from researchkit.testbed.inventory import load_inventory, Testbed
             from researchkit.testbed.capabilities import doctor, format_doctor
-            with Testbed(load_inventory(args.testbed)) as tb: print(format_doctor(doctor(tb)))
+            from researchkit.networks.datapaths import DATAPATHS
+            with Testbed(load_inventory(args.testbed)) as tb:
+                caps = doctor(tb)
+                print(format_doctor(caps, testbed=tb.name))
+                for name, c in caps.items():  # what each container data path would really be on this node
+                    print(f"\ndata paths on {name} (paper name: what is built here)")
+                    for d in DATAPATHS.values(): print(f"  {d.name:<14} {d.paper_name + ':':<15} {d.variant(c)}")
             return 0
         if args.cmd == 'run':
             return run_study(args.study, args.profile, testbed=args.testbed, results_dir=args.results, figures_dir=args.figures,
