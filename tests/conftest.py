@@ -15,8 +15,10 @@ def _links():
     return {l.split(':')[1].strip().split('@')[0] for l in out.splitlines() if ': rk' in l}
 
 def _procs():
-    out = subprocess.run(['ps', '-eo', 'pid=,comm='], capture_output=True, text=True).stdout
-    return {tuple(l.split(None, 1)) for l in out.splitlines() if l.split(None, 1)[-1].strip().startswith(LEAKY)}
+    "Running workload processes (a zombie has exited already: it waits only for PID 1, slow to reap on this VM)."
+    out = subprocess.run(['ps', '-eo', 'pid=,stat=,comm='], capture_output=True, text=True).stdout
+    rows = [l.split(None, 2) for l in out.splitlines()]
+    return {(pid, comm.strip()) for pid, stat, comm in rows if comm.strip().startswith(LEAKY) and not stat.startswith('Z')}
 
 @pytest.fixture(scope='session', autouse=True)
 def nothing_leaks():

@@ -303,7 +303,9 @@ class Topology:
         for p in self.pods: self._pl[self.pods.index(p)].append('link set dev lo up')
         getattr(self, '_build_' + self.datapath.replace('-', '_'))(two)
         if self.wire_rate_mbit and two:
-            for i in range(nh): self._htc[i] += rate_limit_lines(self.hosts[i].underlay_if, self.wire_rate_mbit, kind=self.rate_kind)
+            for i in range(nh):
+                self._host_undo(i, 'wire rate limit', f'tc qdisc del dev {self.hosts[i].underlay_if} root 2>/dev/null; true')
+                self._htc[i] += rate_limit_lines(self.hosts[i].underlay_if, self.wire_rate_mbit, kind=self.rate_kind)
         self._run_scripts()
         self._attach_bpf()
 
@@ -333,11 +335,24 @@ class Topology:
             self.attachments += tcbpf.attach(node, specs, teardown=None if self._own_hosts else self._td)
 
     # ---- pieces ------------------------------------------------------------------------------
+    def _host_undo(self, i:int, label:str, cmd:str):
+        "On a host we do not own, register an undo step (a shell command run in the host's namespace) for what we change there."
+        if self._own_hosts: return
+        r, ns = runner_of(self.hosts[i].node)
+        u = f"ip netns exec {shlex.quote(ns)} sh -c {shlex.quote(cmd)}" if ns else cmd
+        self._td.add(f'{label} on {self.hosts[i].name}', (lambda: r.run(u, check=False)), undo=u, node=ledger_node(r))
+
     def _host_link_undo(self, i:int, dev:str):
         "On a host we do not own, register the removal of a device we create there."
-        if self._own_hosts: return
-        r, ns = runner_of(self.hosts[i].node); u = f"ip {_n(ns)}link del {dev} 2>/dev/null; true"
-        self._td.add(f'{dev} on {self.hosts[i].name}', (lambda: r.run(u, check=False)), undo=u, node=ledger_node(r))
+        self._host_undo(i, dev, f"ip link del {dev} 2>/dev/null; true")
+
+    def _forwarding(self, i:int):
+        "Turn on IPv4 forwarding on host `i`; on a host we do not own, restore its setting afterwards."
+        if not self._own_hosts:
+            r, ns = runner_of(self.hosts[i].node)
+            was = r.run(f"{'ip netns exec ' + shlex.quote(ns) + ' ' if ns else ''}sysctl -n net.ipv4.ip_forward", check=False).stdout.strip() or '0'
+            if was != '1': self._host_undo(i, 'ip_forward', f"sysctl -qw net.ipv4.ip_forward={was}")
+        self._hsys[i]['net__ipv4__ip_forward'] = 1
 
     def _bridge(self, i:int, name:str, *, mtu:int|None=None, extra:str=''):
         self._host_link_undo(i, name)
@@ -382,7 +397,7 @@ class Topology:
         for i in range(len(self.hosts)):
             self._bridge(i, cni, mtu=mtu)
             self._hl[i].append(f'addr add 198.18.{i+1}.1/24 dev {cni}')
-            self._hsys[i]['net__ipv4__ip_forward'] = 1
+            self._forwarding(i)
         self._pod_veths(bridge=cni, mtu=mtu)
         for j, p in enumerate(self.pods): self._pod_addr(j, f'198.18.{p.host+1}.{10+j}', 24, f'default via 198.18.{p.host+1}.1')
         if not two: return
@@ -474,10 +489,12 @@ class Topology:
         if self.real: return self._build_macvlan(two, kind='ipvlan mode l2')
         self._pod_veths(bridge=None, mtu=self.dp.pod_mtu, hmac=True)
         for i in range(len(self.hosts)):
-            self._hsys[i]['net__ipv4__ip_forward'] = 1
+            self._forwarding(i)
             if two:
                 self._underlay(i); k = 1 - i
-                self._hl[i].append(f'route add 198.18.{k+1}.0/24 via {self.hosts[k].underlay_ip} dev {self.hosts[i].underlay_if}')
+                route = f'198.18.{k+1}.0/24 via {self.hosts[k].underlay_ip} dev {self.hosts[i].underlay_if}'
+                self._host_undo(i, f'route {route}', f'ip route del {route} 2>/dev/null; true')
+                self._hl[i].append(f'route add {route}')
         for j, p in enumerate(self.pods):
             ip = f'198.18.{p.host+1}.{10+j}'; hv = self.dev(f'v{j}')
             self._pod_addr(j, ip, 32, '169.254.1.1 dev eth0 scope link', 'default via 169.254.1.1 dev eth0')

@@ -1,0 +1,62 @@
+"""The cni-net sweeps on a two-host SSH testbed: real sshd hosts (one behind a jump host), pods as namespaces on them,
+the data path's wire is the link between the two hosts. Proves the "run it on a testbed that can" path end to end."""
+import pathlib, subprocess, yaml
+import polars as pl
+import pytest
+from researchkit.core import current_run_id
+from researchkit.teardown import Teardown
+from researchkit.testbed.ssh import SSHTestHost
+from researchkit.testbed.inventory import load_inventory, Testbed
+from researchkit.results.store import ResultStore
+from researchkit.results.records import provenance
+from researchkit.studies import cni_net
+from researchkit.studies.catalog import load_params
+
+@pytest.fixture(scope='module')
+def ssh_testbed(tmp_path_factory):
+    d = tmp_path_factory.mktemp('sshbed')
+    with Teardown() as td:
+        a = SSHTestHost(td); b = SSHTestHost(td, behind=a)
+        # the data-plane NIC of each host ("eth1"), apart from the management link ssh uses, as on a real testbed
+        da, db = f'{current_run_id()}d1a', f'{current_run_id()}d1b'
+        undo = f'ip netns exec {a.netns} ip link del {da} 2>/dev/null || true'
+        td.add(f'data link {da}', lambda: subprocess.run(['sh', '-c', undo]), undo=undo)
+        subprocess.run(['ip', 'link', 'add', da, 'netns', a.netns, 'type', 'veth', 'peer', 'name', db, 'netns', b.netns], check=True)
+        a.node.run(f'ip addr add 198.18.255.1/24 dev {da} && ip link set {da} up')
+        b.node.run(f'ip addr add 198.18.255.2/24 dev {db} && ip link set {db} up')
+        kh = a.known_hosts(str(d/'known_hosts')); b.known_hosts(kh)
+        common = {'kind': 'ssh', 'user': 'root', 'port': 22, 'known_hosts': kh, 'roles': ['host']}
+        inv = {'name': 'sshbed', 'description': 'two sshd hosts in namespaces, B reachable only through A',
+               'nodes': [{'name': 'hosta', 'host': a.addr, 'key': a.key, **common,
+                          'underlay': {'ifname': da, 'ip': '198.18.255.1'}},
+                         {'name': 'hostb', 'host': b.addr, 'key': b.key, 'jump': 'hosta', **common,
+                          'underlay': {'ifname': db, 'ip': '198.18.255.2'}}]}
+        path = d/'sshbed.yaml'; path.write_text(yaml.safe_dump(inv))
+        tb = Testbed(load_inventory(path))
+        td.callback('close testbed', tb.close)
+        yield tb
+
+def test_every_data_path_between_two_ssh_hosts(ssh_testbed, tmp_path):
+    tb = ssh_testbed
+    assert not tb.is_local and [n.name for n in tb.hosts()] == ['hosta', 'hostb']
+    hosts = cni_net.testbed_hosts(tb)
+    assert [(h.underlay_ip is not None, h.underlay_if is not None) for h in hosts] == [(True, True)] * 2
+    P = load_params('cni-net', 'smoke', overrides={'datapaths': list(cni_net.DATAPATH_NAMES), 'scenarios': ['BMP2BMP'],
+                                                   'placements': ['different-host', 'same-host'],
+                                                   'throughput': {'protocols': ['tcp'], 'msg_bytes': [16384], 'seconds': 1}})
+    store = ResultStore(tmp_path)
+    prov = provenance(tb.name, tb.hosts()[0], profile='smoke')
+    with Teardown() as td:
+        topos = cni_net.Topologies(td, hosts=hosts)
+        n = cni_net.record_inventory(store, P, topos, prov=prov, testbed_name=tb.name, testbed=tb)
+        s = cni_net.run_experiment('throughput', P, store, topologies=topos, teardown=td, prov=prov,
+                                   testbed_name=tb.name, testbed=tb, progress=False)
+    assert n == 2 * len(cni_net.DATAPATH_NAMES) * 2 and s.measured == len(cni_net.plan(P)['throughput']) and s.not_measurable == 0
+    df = store.load('cni-net').filter(pl.col('metric') == 'throughput_mbit')
+    assert set(df['testbed']) == {'sshbed'} and set(df['hostname']) <= {'vm', *[h.node.facts()['hostname'] for h in hosts]}
+    tput = df.group_by('datapath', 'placement').agg(pl.col('value').min())
+    assert tput.height == (len(cni_net.DATAPATH_NAMES) + 1) * 2 and (tput['value'] > 10).all()  # every path carried real traffic
+    # pods were namespaces on the remote hosts, and nothing is left there
+    for h in tb.hosts():
+        left = h.run("ip netns list | grep '^rk' | grep -vc -- '-ssh' || true").stdout.strip()
+        assert left == '0', h.run('ip netns list').stdout
