@@ -51,6 +51,7 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
               results_dir:str='results', figures_dir:str='figures',
               overrides:dict|None=None,  # parameter values replacing the profile's
               progress:bool=True,
+              new_campaign:bool=False, # start a new campaign even if an unfinished one could be resumed
               grace:float=90,         # seconds the kernel gets to tear down after an interrupt
              ) -> int:
     "Validate, then papermill-execute the study notebook; always reap the run's leftovers. Returns the exit code."
@@ -65,7 +66,7 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
     out = runs/f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{study}-{profile}-{run_id}.ipynb"
     cmd = [sys.executable, '-m', 'papermill', str(notebook_path(study)), str(out), '-f', str(params_path(study, profile)),
            '-p', 'profile', profile, '-p', 'testbed', str(testbed), '-p', 'results_dir', str(results_dir),
-           '-p', 'figures_dir', str(figures_dir), '-p', 'progress', str(progress),
+           '-p', 'figures_dir', str(figures_dir), '-p', 'progress', str(progress), '-p', 'new_campaign', str(new_campaign),
            '--cwd', str(root), '-k', 'python3', '--log-output', '--no-progress-bar']
     if overrides: cmd += ['-y', yaml.safe_dump(overrides)]
     env = {**os.environ, 'RESEARCHKIT_RUN_ID': run_id, 'PYTHONUNBUFFERED': '1'}
@@ -114,6 +115,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument('--testbed', default='local'); r.add_argument('--results', default='results'); r.add_argument('--figures', default='figures')
     r.add_argument('--param', action='append', type=_kv, default=[], metavar='KEY=VALUE', help='override a parameter (YAML value)')
     r.add_argument('--no-progress', action='store_true')
+    r.add_argument('--new-campaign', action='store_true', help='do not resume an unfinished campaign; start a new one')
     p = sub.add_parser('report', help='rebuild figures/ and figures/REPORT.md from recorded results, without measuring')
     p.add_argument('--results', default='results'); p.add_argument('--figures', default='figures')
     c = sub.add_parser('cleanup', help='tear down what crashed runs left behind (namespaces, links, processes)')
@@ -137,7 +139,7 @@ def main(argv:list[str]|None=None) -> int:
             return 0
         if args.cmd == 'run':
             return run_study(args.study, args.profile, testbed=args.testbed, results_dir=args.results, figures_dir=args.figures,
-                             overrides=dict(args.param) or None, progress=not args.no_progress)
+                             overrides=dict(args.param) or None, progress=not args.no_progress, new_campaign=args.new_campaign)
         if args.cmd == 'report':
             from researchkit.report import build_report
             from researchkit.studies.catalog import study_names, get_study

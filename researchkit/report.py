@@ -110,10 +110,14 @@ def build_report(*, results_root:os.PathLike|str,  # the result store root (resu
     summary = ['| study | records | reproduced | refuted | not measurable |', '|---|---|---|---|---|']
     body, not_run = [], []
     for s in studies:
-        df = store.load(s.NAME)
+        df = store.campaign_records(s.NAME)  # one campaign: the latest complete one (never a mix of hosts or runs)
         if df.height == 0:
             not_run.append(f"- {s.TITLE} (`{s.NAME}`): not yet run"); summary.append(f"| {s.TITLE} | not yet run | | | |"); continue
         lines, c = _study_section(s, df, figures_root)
+        camps = store.campaigns(s.NAME)
+        others = camps.height - 1
+        lines.insert(2, f"Campaign `{df['campaign'][0]}` on testbed `{df['testbed'][0]}`"
+                        + (f" (results/ holds {others} other campaign(s) of this study; `ResultStore.campaigns` lists them)." if others else '.') + '\n')
         body += lines
         summary.append(f"| [{s.TITLE}](#{_anchor(s)}) | {df.height} | {c['reproduced']} | {c['refuted']} | {c['not measurable']} |")
     text = '\n'.join([f"# {title}", '',

@@ -12,7 +12,7 @@ def _git(root, *args):
 
 def test_columns_exact():
     assert COLUMNS == ['study', 'experiment', 'point', 'point_key', 'repetition', 'metric', 'value', 'unit', 'note', 'timestamp',
-                       'run_id', 'profile', 'testbed', 'package_version', 'git_commit', 'hostname', 'kernel', 'cores',
+                       'run_id', 'campaign', 'profile', 'testbed', 'package_version', 'git_commit', 'hostname', 'kernel', 'cores',
                        'cpu_model', 'loadavg', 'tool_versions']
 
 def test_point_key_is_stable_and_distinguishes():
@@ -38,13 +38,13 @@ def test_git_commit(tmp_path, monkeypatch):
 
 def test_provenance_from_a_real_node():
     p = provenance('local', LocalNode(), tools={'sockperf': '3.10', 'iperf3': '3.12'}, profile='quick', run_id='rk00ff')
-    assert set(p) == set(PROV_KEYS)
+    assert set(p) == {*PROV_KEYS, 'campaign'} and p['campaign'] == p['run_id']
     assert p['run_id'] == 'rk00ff' and p['profile'] == 'quick' and p['package_version'] == researchkit.__version__
     assert p['kernel'] == subprocess.run(['uname', '-r'], capture_output=True, text=True).stdout.strip()
     assert p['cores'] >= 1 and p['loadavg'] >= 0 and p['cpu_model'] is not None
     assert p['tool_versions'] == '{"iperf3": "3.12", "sockperf": "3.10"}'
     live = live_provenance('local', LocalNode(), profile='quick')
-    a = live(); assert set(a) == set(PROV_KEYS) and a['git_commit'] == p['git_commit']
+    a = live(); assert set(a) == {*PROV_KEYS, 'campaign'} and live.campaign == a['campaign'] and a['git_commit'] == p['git_commit']
 
 def test_records_rows():
     rs = records('cni', 'tput', {'path': 'bridge', 'size': 64}, 2, {'gbps': (9, 'Gbit/s'), 'cpu_s': (0.5, 's')}, PROV)

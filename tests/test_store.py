@@ -38,14 +38,14 @@ def test_mixed_point_types(tmp_path):
 def test_keys_and_done(tmp_path):
     st = ResultStore(tmp_path)
     st.append(rows('s', 'e', [({'path': 'a'}, 0, 1.0), ({'path': 'a'}, 1, 1.0), ({'path': 'b'}, 0, None)]))
-    assert st.keys('s') == {('e', point_key('s', 'e', {'path': 'a'}), 0, 'local'), ('e', point_key('s', 'e', {'path': 'a'}), 1, 'local'),
-                            ('e', point_key('s', 'e', {'path': 'b'}), 0, 'local')}
-    assert st.done('s', 'e', {'path': 'a'}, 1, 'local') and st.done('s', 'e', {'path': 'b'}, 0, 'local')
-    assert not st.done('s', 'e', {'path': 'a'}, 2, 'local') and not st.done('s', 'e', {'path': 'a'}, 0, 'other-testbed')
-    assert not st.done('s', 'f', {'path': 'a'}, 0, 'local')
+    assert st.keys('s') == {('e', point_key('s', 'e', {'path': 'a'}), 0, 'local', 'rk0000'), ('e', point_key('s', 'e', {'path': 'a'}), 1, 'local', 'rk0000'),
+                            ('e', point_key('s', 'e', {'path': 'b'}), 0, 'local', 'rk0000')}
+    assert st.done('s', 'e', {'path': 'a'}, 1, 'local', 'rk0000') and st.done('s', 'e', {'path': 'b'}, 0, 'local', 'rk0000')
+    assert not st.done('s', 'e', {'path': 'a'}, 2, 'local', 'rk0000') and not st.done('s', 'e', {'path': 'a'}, 0, 'other-testbed', 'rk0000')
+    assert not st.done('s', 'f', {'path': 'a'}, 0, 'local', 'rk0000')
     # the cached keys follow appends
     st.append(rows('s', 'e', [({'path': 'a'}, 2, 1.0)]))
-    assert st.done('s', 'e', {'path': 'a'}, 2, 'local')
+    assert st.done('s', 'e', {'path': 'a'}, 2, 'local', 'rk0000')
 
 def test_rows_of_several_studies_go_to_their_files(tmp_path):
     st = ResultStore(tmp_path)
@@ -109,7 +109,7 @@ def test_forget(tmp_path):
     st = ResultStore(tmp_path)
     st.append(rows('s', 'e', [({'path': 'a'}, 0, 1.0), ({'path': 'b'}, 0, None)]))
     assert st.forget('s', pl.col('metric') == 'not_measurable') == 1
-    assert st.load('s')['path'].to_list() == ['a'] and not st.done('s', 'e', {'path': 'b'}, 0, 'local')
+    assert st.load('s')['path'].to_list() == ['a'] and not st.done('s', 'e', {'path': 'b'}, 0, 'local', 'rk0000')
     assert st.forget('nothing-here', pl.col('metric') == 'x') == 0
 
 def test_html_repr(tmp_path):

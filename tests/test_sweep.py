@@ -76,6 +76,7 @@ def test_a_bug_propagates_after_finished_points_are_safe(tmp_path):
 def test_provenance_is_taken_per_measurement(tmp_path):
     n = itertools.count()
     def prov(): return {**PROV, 'loadavg': float(next(n))}
+    prov.campaign = PROV['run_id']  # as `live_provenance` does: the sweep needs not call prov() to know the campaign
     _run(ResultStore(tmp_path), lambda p, r: {'gbps': (1.0, 'Gbit/s')}, prov=prov, repetitions=1)
     assert sorted(ResultStore(tmp_path).load('cni')['loadavg'].to_list()) == [0.0, 1.0, 2.0, 3.0]
 

@@ -13,14 +13,14 @@ import researchkit
 from ..core import ConfigError, current_run_id, project_root
 
 # %% auto #0
-__all__ = ['SCHEMA', 'COLUMNS', 'NOT_MEASURABLE', 'PROV_KEYS', 'point_json', 'point_key', 'git_commit', 'provenance',
-           'live_provenance', 'records', 'not_measurable', 'frame']
+__all__ = ['SCHEMA', 'COLUMNS', 'NOT_MEASURABLE', 'PROV_KEYS', 'CAMPAIGN', 'point_json', 'point_key', 'git_commit', 'provenance',
+           'live_provenance', 'records', 'not_measurable', 'campaign_complete', 'frame']
 
 # %% ../../nbs/40_records.ipynb #c005
 SCHEMA: dict[str, pl.DataType] = {
     'study': pl.Utf8, 'experiment': pl.Utf8, 'point': pl.Utf8, 'point_key': pl.Utf8, 'repetition': pl.Int64,
     'metric': pl.Utf8, 'value': pl.Float64, 'unit': pl.Utf8, 'note': pl.Utf8,
-    'timestamp': pl.Datetime('us', 'UTC'), 'run_id': pl.Utf8, 'profile': pl.Utf8, 'testbed': pl.Utf8,
+    'timestamp': pl.Datetime('us', 'UTC'), 'run_id': pl.Utf8, 'campaign': pl.Utf8, 'profile': pl.Utf8, 'testbed': pl.Utf8,
     'package_version': pl.Utf8, 'git_commit': pl.Utf8, 'hostname': pl.Utf8, 'kernel': pl.Utf8,
     'cores': pl.Int64, 'cpu_model': pl.Utf8, 'loadavg': pl.Float64, 'tool_versions': pl.Utf8,
 }
@@ -62,23 +62,26 @@ def provenance(testbed_name:str,        # the testbed inventory name (e.g. 'loca
                *, tools:dict|None=None, # tool name -> version string (iperf3, sockperf, ...)
                profile:str='',          # parameter profile: smoke / quick / full
                run_id:str|None=None,    # run prefix; default `current_run_id()`
+               campaign:str|None=None,  # the campaign the records belong to (see `ResultStore.pick_campaign`); default the run id
               ) -> dict:
     "Everything a record says about where and with what it was measured (call it per measurement: load average)."
     facts = node.facts()
-    return {'run_id': run_id or current_run_id(), 'profile': profile, 'testbed': testbed_name,
+    rid = run_id or current_run_id()
+    return {'run_id': rid, 'campaign': campaign or rid, 'profile': profile, 'testbed': testbed_name,
             'package_version': researchkit.__version__, 'git_commit': git_commit(),
             'hostname': facts['hostname'], 'kernel': facts['kernel'], 'cores': int(facts['cores']),
             'cpu_model': facts['cpu_model'], 'loadavg': float(facts['loadavg']),
             'tool_versions': json.dumps(tools or {}, sort_keys=True)}
 
-def live_provenance(testbed_name:str, node, *, tools:dict|None=None, profile:str='', run_id:str|None=None
-                   ) -> Callable[[], dict]:
+def live_provenance(testbed_name:str, node, *, tools:dict|None=None, profile:str='', run_id:str|None=None,
+                    campaign:str|None=None) -> Callable[[], dict]:
     "A callable for `sweep`: git commit and versions taken once, the node's facts (load average) on every call."
-    base = provenance(testbed_name, node, tools=tools, profile=profile, run_id=run_id)
+    base = provenance(testbed_name, node, tools=tools, profile=profile, run_id=run_id, campaign=campaign)
     def prov() -> dict:
         f = node.facts()
         return {**base, 'hostname': f['hostname'], 'kernel': f['kernel'], 'cores': int(f['cores']),
                 'cpu_model': f['cpu_model'], 'loadavg': float(f['loadavg'])}
+    prov.campaign = base['campaign']  # known up front, so a sweep can tell what is recorded without calling prov()
     return prov
 
 # %% ../../nbs/40_records.ipynb #c013
@@ -86,6 +89,7 @@ def _prov_fields(prov:dict) -> dict:
     missing = [k for k in PROV_KEYS if k not in prov]
     if missing: raise ConfigError('prov', f"missing provenance fields {missing}; build it with `provenance()`")
     out = {k: prov[k] for k in PROV_KEYS}
+    out['campaign'] = prov.get('campaign') or prov['run_id']  # a campaign is one complete sweep of a study; resumes stay in it
     if not isinstance(out['tool_versions'], str): out['tool_versions'] = json.dumps(out['tool_versions'] or {}, sort_keys=True)
     return out
 
@@ -125,6 +129,12 @@ def not_measurable(study:str, experiment:str, point:dict,
     if not isinstance(reason, str) or not reason.strip(): raise ConfigError('reason', "a not-measurable row needs the measured reason")
     return [{**_base(study, experiment, point, repetition, prov), 'metric': NOT_MEASURABLE, 'value': None,
              'unit': '', 'note': reason.strip()}]
+
+CAMPAIGN = 'campaign'   # experiment of the row that marks a campaign complete (metric 'complete')
+
+def campaign_complete(study:str, prov:dict) -> list[dict]:
+    "The row saying the campaign in `prov` finished all its sweeps (a later run starts a new campaign instead of resuming)."
+    return records(study, CAMPAIGN, {}, 0, {'complete': (1.0, '')}, prov)
 
 def frame(rows:list[dict]) -> pl.DataFrame:
     "Rows as a DataFrame with exactly the record columns and types."

@@ -10,7 +10,7 @@ import os, re, json, fcntl, pathlib, contextlib, html
 import polars as pl
 from ..core import ConfigError
 from ..teardown import pid_alive
-from .records import SCHEMA, COLUMNS, frame, point_key, point_json
+from .records import CAMPAIGN, SCHEMA, COLUMNS, frame, point_key, point_json
 
 # %% auto #0
 __all__ = ['FILE', 'point_column', 'expand_points', 'ResultStore']
@@ -79,6 +79,8 @@ class ResultStore:
         p = self.path(study)
         if not p.exists(): return frame([])
         df = pl.read_parquet(p)
+        if 'campaign' not in df.columns and 'run_id' in df.columns:  # records from before campaigns: one campaign per run
+            df = df.with_columns(pl.col('run_id').alias('campaign')).select([c for c in COLUMNS if c in df.columns or c == 'campaign'])
         if df.columns != COLUMNS: raise ConfigError(str(p), f"not a records file: columns {df.columns}")
         return df
 
@@ -131,16 +133,43 @@ class ResultStore:
 
     @staticmethod
     def _keyset(df:pl.DataFrame) -> set:
-        return set(df.select('experiment', 'point_key', 'repetition', 'testbed').unique().iter_rows())
+        return set(df.select('experiment', 'point_key', 'repetition', 'testbed', 'campaign').unique().iter_rows())
 
-    def keys(self, study:str) -> set[tuple[str, str, int, str]]:
-        "(experiment, point_key, repetition, testbed) of everything recorded for `study`."
+    def keys(self, study:str) -> set[tuple[str, str, int, str, str]]:
+        "(experiment, point_key, repetition, testbed, campaign) of everything recorded for `study`."
         if study not in self._keys: self._keys[study] = self._keyset(self._read(study))
         return self._keys[study]
 
-    def done(self, study:str, experiment:str, point:dict, repetition:int, testbed:str) -> bool:
-        "Is this point already recorded (any metric, or as not measurable) for this repetition and testbed?"
-        return (experiment, point_key(study, experiment, point), repetition, testbed) in self.keys(study)
+    def done(self, study:str, experiment:str, point:dict, repetition:int, testbed:str, campaign:str) -> bool:
+        "Is this point already recorded (any metric, or as not measurable) for this repetition, testbed and campaign?"
+        return (experiment, point_key(study, experiment, point), repetition, testbed, campaign) in self.keys(study)
+
+    def campaigns(self, study:str) -> pl.DataFrame:
+        "One row per campaign of `study`: testbed, profiles, first and last record time, rows, whether it completed."
+        df = self._read(study)
+        if df.is_empty(): return pl.DataFrame(schema={'campaign': pl.Utf8, 'testbed': pl.Utf8, 'profile': pl.Utf8, 'first': pl.Datetime('us', 'UTC'),
+                                                      'last': pl.Datetime('us', 'UTC'), 'rows': pl.UInt32, 'complete': pl.Boolean})
+        return (df.group_by('campaign').agg(pl.col('testbed').first(), pl.col('profile').unique().sort().str.join(','),
+                                            pl.col('timestamp').min().alias('first'), pl.col('timestamp').max().alias('last'),
+                                            pl.len().alias('rows'), ((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == 'complete')).any().alias('complete'))
+                  .sort('last'))
+
+    def pick_campaign(self, study:str, testbed:str, *, run_id:str, new:bool=False) -> tuple[str, bool]:
+        "(campaign, resumed): the latest unfinished campaign of `study` on `testbed` is resumed, otherwise (or with `new`) `run_id` starts one."
+        c = self.campaigns(study).filter((pl.col('testbed') == testbed) & ~pl.col('complete'))
+        if new or c.is_empty(): return run_id, False
+        return c['campaign'][-1], True
+
+    def campaign_records(self, study:str, campaign:str|None=None, *, testbed:str|None=None, expand:bool=True) -> pl.DataFrame:
+        "Records of `campaign`, or of the latest complete campaign (of `testbed` if given; the latest of any if none completed)."
+        if campaign is None:
+            c = self.campaigns(study)
+            if testbed is not None: c = c.filter(pl.col('testbed') == testbed)
+            if c.is_empty(): return self.load(study, expand=expand).clear()
+            done = c.filter(pl.col('complete'))
+            campaign = (done if done.height else c)['campaign'][-1]
+        df = self.load(study, expand=expand)
+        return df.filter(pl.col('campaign') == campaign)
 
     def __repr__(self): return f"ResultStore({str(self.root)!r})"
     def _repr_html_(self):

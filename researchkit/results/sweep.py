@@ -63,6 +63,7 @@ def sweep(store:ResultStore,                # where records go (and what is alre
           measure:Callable[[dict, int], dict[str, tuple[float, str]]], # (point, repetition) -> {metric: (value, unit)}
           prov:Callable[[], dict]|dict,     # provenance, called before each measurement (`live_provenance`)
           testbed:str,                      # testbed name recorded and used for resume
+          campaign:str|None=None,           # campaign used for resume; default the provenance's
           progress:bool=True,               # tqdm progress bar
           on_not_measurable:str|Callable='record', # 'record' (row + go on), 'raise', or f(point, rep, exc) after recording
          ) -> SweepSummary:
@@ -74,9 +75,12 @@ def sweep(store:ResultStore,                # where records go (and what is alre
         raise ConfigError('on_not_measurable', f"{on_not_measurable!r} is not 'record', 'raise' or a callable")
     if not callable(measure): raise ConfigError('measure', "expected a callable (point, repetition) -> metrics")
     get_prov = prov if callable(prov) else (lambda: prov)
+    if campaign is None:  # resume within the campaign of the provenance (live_provenance says it without being called)
+        campaign = getattr(prov, 'campaign', None)
+        if campaign is None: p0 = get_prov(); campaign = p0.get('campaign') or p0['run_id']
     keys = store.keys(study)
     todo = [(r, p) for r in range(repetitions) for p in points
-            if (experiment, point_key(study, experiment, p), r, testbed) not in keys]
+            if (experiment, point_key(study, experiment, p), r, testbed, campaign) not in keys]
     s = SweepSummary(study, experiment, skipped=len(points) * repetitions - len(todo))
     bar = _progress(len(points) * repetitions, s.skipped, f"{study}/{experiment}", progress)
     t0 = time.perf_counter()

@@ -368,7 +368,7 @@ def record_inventory(store, P:dict, topologies:Topologies, *, prov:dict, testbed
     "Build and time every data path once per testbed; store one `datapaths` row per metric, its note naming the variant built."
     from researchkit.results.records import records, not_measurable
     rows = []
-    done = lambda point: store.done(NAME, 'datapaths', point, 0, testbed_name)
+    done = lambda point: store.done(NAME, 'datapaths', point, 0, testbed_name, prov['campaign'])
     for point, metrics, variant in build_inventory(P, topologies, testbed=testbed, capabilities=capabilities, skip=done):
         if metrics is None: rows += not_measurable(NAME, 'datapaths', point, variant, prov); continue
         rs = records(NAME, 'datapaths', point, 0, metrics, prov)
