@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/teardown.html.md"""
 
 # %% ../nbs/01_teardown.ipynb #c003
 from __future__ import annotations
-import os, json, time, signal, subprocess, threading, contextlib, pathlib, logging
+import os, json, time, atexit, signal, subprocess, threading, contextlib, pathlib, logging
 from typing import Callable
 from .core import current_run_id, RUN_ID_RE
 
@@ -57,9 +57,18 @@ class Ledger:
         self._lock, self._n = threading.Lock(), 0
         if not self.path.exists():
             self._append({'owner': os.getpid(), 'start': _proc_start(os.getpid()), 'time': time.time()})
+        atexit.register(self.tidy)
+
+    def tidy(self):
+        "Remove the file if nothing in it is left to undo (called at exit; a ledger with pending steps stays for `reap`)."
+        try:
+            if self.path.exists() and not Ledger.read(self.path)[1]: self.path.unlink(missing_ok=True)
+        except OSError: pass
 
     def _append(self, rec:dict):
         line = json.dumps(rec) + '\n'
+        if 'owner' not in rec and not self.path.exists():  # tidied away by another process of this run: say who owns it again
+            line = json.dumps({'owner': os.getpid(), 'start': _proc_start(os.getpid()), 'time': time.time()}) + '\n' + line
         with self._lock, open(self.path, 'a') as f:
             f.write(line); f.flush(); os.fsync(f.fileno())
 
@@ -159,7 +168,7 @@ def reap(run_id:str|None=None, # reap this run even if its owner is alive (the C
         if not RUN_ID_RE.match(rid): continue
         owners, pending = Ledger.read(path)
         if run_id is not None and rid != run_id: continue
-        if run_id is None and any(pid_alive(o['owner'], o.get('start')) for o in owners): continue
+        if run_id is None and (not owners or any(pid_alive(o['owner'], o.get('start')) for o in owners)): continue
         left = []
         for e in reversed(pending):
             run = (runners or {}).get(e['node']) if e['node'] != 'local' else _run_local
