@@ -15,7 +15,7 @@ from .results.records import NOT_MEASURABLE
 
 # %% auto #0
 __all__ = ['STATUSES', 'EVAL_SCHEMA', 'Verdict', 'verdict', 'Claim', 'evaluate', 'select', 'summarize', 'not_measurable_reason',
-           'Ratio', 'ratio', 'claims_markdown']
+           'iqr', 'Ratio', 'ratio', 'claims_markdown']
 
 # %% ../nbs/50_claims.ipynb #c004
 STATUSES = ('reproduced', 'refuted', 'not measurable')
@@ -103,6 +103,10 @@ def _q(xs:list[float], q:float) -> float:
     "Quantile with linear interpolation (same as polars `interpolation='linear'`)."
     xs = sorted(xs); i = (len(xs) - 1) * q; lo = math.floor(i); hi = math.ceil(i)
     return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+def iqr(xs:list[float]) -> tuple[float, float, float]:
+    "(median, first quartile, third quartile) of `xs`, linear interpolation."
+    return _q(xs, 0.5), _q(xs, 0.25), _q(xs, 0.75)
 
 @dataclass
 class Ratio:

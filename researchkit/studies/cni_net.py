@@ -10,6 +10,7 @@ import math, json, pathlib
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable
 from ..teardown import Teardown
+from ..claims import iqr
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'PLACEMENTS', 'SCENARIOS', 'SCHEMA',
@@ -227,15 +228,9 @@ def is_stand_in(df:pl.DataFrame, datapath:str) -> str|None:
 
 # %% ../../nbs/61_cni_net.ipynb #c020
 def _series(df, experiment, metric, **where):
-    f = (pl.col('experiment') == experiment) & (pl.col('metric') == metric)
-    for k, v in where.items():
-        f &= pl.col(k).is_in(v) if isinstance(v, (list, tuple)) else (pl.col(k) == v)
-    return df.filter(f)
-
-def _iqr(xs):
-    xs = sorted(xs); n = len(xs)
-    q = lambda p: xs[0] if n == 1 else xs[min(n-1, int(p*(n-1)))] + (xs[min(n-1, int(p*(n-1))+1)] - xs[min(n-1, int(p*(n-1)))]) * (p*(n-1) - int(p*(n-1)))
-    return q(0.5), q(0.25), q(0.75)
+    "Measured rows of `metric` in `experiment` matching the filters (a list: any of)."
+    from researchkit.claims import select
+    return select(df, metric, experiment=experiment, **where)
 
 def path_ratio(df, a:str, b:str, *, experiment='throughput', metric='throughput_mbit', max_bytes=None, **where):
     "(median, q1, q3, n) over repetitions of the geometric-mean ratio a/b across message sizes; None if no data."
@@ -247,7 +242,7 @@ def path_ratio(df, a:str, b:str, *, experiment='throughput', metric='throughput_
     w = w.drop_nulls([a, b]).filter((pl.col(a) > 0) & (pl.col(b) > 0))
     if w.is_empty(): return None
     per_rep = w.group_by('repetition').agg((pl.col(a).log() - pl.col(b).log()).mean().exp().alias('r'))['r'].to_list()
-    return (*_iqr(per_rep), len(per_rep))
+    return (*iqr(per_rep), len(per_rep))
 
 def fmt_ratio(name:str, r) -> str:
     if r is None: return f"{name}: no data"
@@ -343,7 +338,7 @@ def claims():
               .pivot(on='placement', index=['datapath', 'ranks_per_pod', 'repetition'], values='value').drop_nulls())
         if w.is_empty(): raise NotMeasurable('MPI placement', 'no data path measured at both placements')
         w = w.with_columns((pl.col('different-host') / pl.col('same-host')).alias('r'))
-        med, lo, hi = _iqr(w['r'].to_list())
+        med, lo, hi = iqr(w['r'].to_list())
         per = w.group_by(['datapath', 'ranks_per_pod']).agg(pl.col('r').median()).sort(['datapath', 'ranks_per_pod'])
         faster = per.filter(pl.col('r') < 1).height
         return Verdict(R(faster == per.height), f"different-/same-host latency = {med:.2f} (IQR {lo:.2f}–{hi:.2f}, n={w.height}); "
