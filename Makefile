@@ -25,8 +25,9 @@ export-check:                ## researchkit/ must be exactly what nbs/ exports
 nbdev-test:                  ## the examples and tests under the code in the library notebooks
 	$(VENV)/nbdev-test --skip-folder-re '^(studies|[_.].*)$$'
 
-bench: setup                 ## harness and data-path setup costs, as ratios measured in one run
+bench: setup                 ## harness, data-path and container-runtime costs, as ratios measured in one run (run alone)
 	$(VENV)/python bench/harness.py
+	$(VENV)/python bench/runtimes.py
 
 doctor: setup
 	$(VENV)/researchkit doctor --testbed $(TESTBED)

@@ -57,8 +57,11 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
     "Validate, then papermill-execute the study notebook; always reap the run's leftovers. Returns the exit code."
     from researchkit.studies.catalog import load_params, params_path, notebook_path
     from researchkit.testbed.inventory import load_inventory
-    load_params(study, profile, overrides=overrides)       # fails here, before anything starts
-    load_inventory(testbed)
+    from researchkit.studies.catalog import get_study
+    P = load_params(study, profile, overrides=overrides)   # fails here, before anything starts
+    inv = load_inventory(testbed)
+    mod = get_study(study)
+    if hasattr(mod, 'preflight'): mod.preflight(P, inv)    # the study's checks of parameters against the testbed
     root = project_root()
     for r in reap(): print(f"reaped leftover of a crashed run: {r}", file=sys.stderr)
     run_id = new_run_id()

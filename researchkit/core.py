@@ -69,8 +69,8 @@ def _check_value(v, f:Field, where:str):
     if isinstance(f, dict): f = Field(dict, schema=f)
     if not _is(v, f.type): raise ConfigError(where, f"expected {_tname(f.type)}, got {v!r}" + (f" ({f.help})" if f.help else ''))
     if f.type is dict or (isinstance(v, dict) and f.schema is not None):
-        return validate(v, f.schema, where) if f.schema is not None else dict(v)
-    if isinstance(v, list):
+        out = validate(v, f.schema, where) if f.schema is not None else dict(v)
+    elif isinstance(v, list):
         if f.nonempty and not v: raise ConfigError(where, "must not be empty" + (f" ({f.help})" if f.help else ''))
         item = f.item if f.item is not None else Field(object)
         if not isinstance(item, (Field, dict)): item = Field(item)

@@ -1,10 +1,11 @@
-"""Session-wide guard: whatever the tests create (namespaces, links, processes) must be gone at the end."""
-import os, subprocess, tempfile, pytest
+"""Session-wide guard: whatever the tests create (namespaces, links, processes, containers, cgroups, overlay mounts)
+must be gone at the end."""
+import glob, os, subprocess, tempfile, pytest
 
 # tests keep their ledgers apart from real runs
 os.environ.setdefault('RESEARCHKIT_STATE', tempfile.mkdtemp(prefix='rk-test-state-'))
 
-LEAKY = ('iperf3', 'sockperf', 'sshd', 'mpirun', 'orted', 'alltoall')
+LEAKY = ('iperf3', 'sockperf', 'sshd', 'mpirun', 'orted', 'alltoall', 'vegeta', 'apache2', 'runsc', 'runc', 'crun')
 
 def _namespaces():
     out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout
@@ -20,11 +21,28 @@ def _procs():
     rows = [l.split(None, 2) for l in out.splitlines()]
     return {(pid, comm.strip()) for pid, stat, comm in rows if comm.strip().startswith(LEAKY) and not stat.startswith('Z')}
 
+def _containers():
+    "Containers of any runtime (ids carry the run prefix rk....), their cgroups, overlay mounts and scratch dirs."
+    found = set()
+    for name, cmd in (('runc', 'runc list -q'), ('crun', 'crun list -q'), ('runsc', 'runsc list -q')):
+        if name == 'runsc':
+            from researchkit.testbed.tools import tool_path
+            p = tool_path('runsc')
+            if not p: continue
+            cmd = f"{p} list -q"
+        r = subprocess.run(['sh', '-c', cmd + ' 2>/dev/null'], capture_output=True, text=True)
+        found |= {f"{name}:{l.strip()}" for l in r.stdout.splitlines() if l.strip().startswith('rk')}
+    found |= {f"cgroup:{p}" for p in glob.glob('/sys/fs/cgroup/*/researchkit/rk*')}
+    with open('/proc/self/mountinfo') as f:
+        found |= {f"mount:{l.split()[4]}" for l in f if '/var/lib/researchkit/containers/' in l.split()[4]}
+    found |= {f"scratch:{p}" for p in glob.glob('/var/lib/researchkit/containers/rk*')}
+    return found
+
 @pytest.fixture(scope='session', autouse=True)
 def nothing_leaks():
-    "Fail the session if it leaves a namespace, link or workload process behind."
-    before = (_namespaces(), _links(), _procs())
+    "Fail the session if it leaves a namespace, link, workload process, container, cgroup, mount or scratch dir behind."
+    before = (_namespaces(), _links(), _procs(), _containers())
     yield
-    after = (_namespaces(), _links(), _procs())
-    leaked = {kind: sorted(a - b) for kind, a, b in zip(('namespaces', 'links', 'processes'), after, before) if a - b}
+    after = (_namespaces(), _links(), _procs(), _containers())
+    leaked = {kind: sorted(a - b) for kind, a, b in zip(('namespaces', 'links', 'processes', 'containers'), after, before) if a - b}
     assert not leaked, f"tests leaked: {leaked}"

@@ -15,6 +15,7 @@ __all__ = ['STUDIES', 'PROFILES', 'study_names', 'get_study', 'params_path', 'no
 # %% ../../nbs/60_catalog.ipynb #c004
 STUDIES = {  # study name -> module implementing it
     'cni-net': 'researchkit.studies.cni_net',
+    'runtimes-web': 'researchkit.studies.runtimes_web',
 }
 PROFILES = ('smoke', 'quick', 'full')
 

@@ -323,7 +323,9 @@ def _version(tool:str, text:str) -> str|None:
 
 def probe_tools(node:Node, *, extra_dirs:list[str]=()) -> list[Cap]:
     "Each tool of `TOOLS`: present (with its version and path) or not found."
-    dirs = TOOL_DIRS + [str(cache_dir('bin'))] * (node.kind == 'local') + list(extra_dirs)
+    from researchkit.testbed.tools import go_tools, _root_expr
+    pinned = [f"{_root_expr()}/{t.subdir}" for t in go_tools().values()]
+    dirs = TOOL_DIRS + pinned + [str(cache_dir('bin'))] * (node.kind == 'local') + list(extra_dirs)
     out = node.run(_tool_script(dirs), check=False, timeout=120).stdout
     rows = []
     for chunk in out.split('@@tool ')[1:]:
@@ -335,16 +337,10 @@ def probe_tools(node:Node, *, extra_dirs:list[str]=()) -> list[Cap]:
         else: rows.append(Cap('tools', t, False, f"{path} does not run: {' '.join(text.split())[:200] or f'exit code {rc}'}"))
     return rows
 
-def probe_runtimes(tools:list[Cap], virt:list[Cap]) -> list[Cap]:
-    "Container runtimes from the tool rows (presence and version); Kata also needs KVM."
-    t = {c.item: c for c in tools}; kvm = next((c for c in virt if c.item == 'kvm'), None)
-    rows = [Cap('runtimes', r, t[r].available, t[r].detail) for r in ('runc', 'crun', 'runsc') if r in t]
-    k = t.get('kata-runtime')
-    if k is None: return rows
-    if not k.available: rows.append(Cap('runtimes', 'kata', False, f"kata-runtime: {k.detail}" + (f"; kvm: {kvm.detail}" if kvm and not kvm.available else '')))
-    elif kvm is not None and not kvm.available: rows.append(Cap('runtimes', 'kata', False, f"needs KVM: {kvm.detail}"))
-    else: rows.append(Cap('runtimes', 'kata', True, k.detail))
-    return rows
+def probe_runtimes(node:Node) -> list[Cap]:
+    "Every container runtime of `researchkit.runtimes`, tried on `node` (version call and a tiny container); the reason when it cannot run."
+    from researchkit.runtimes.adapters import runtime_rows
+    return [Cap('runtimes', name, ok, why) for name, ok, why in runtime_rows(node)]
 
 # %% ../../nbs/13_capabilities.ipynb #c020
 _CACHE: dict[tuple, Capabilities] = {}
@@ -360,12 +356,12 @@ def probe(node:Node,                  # where to measure
     if not refresh and key in _CACHE: return _CACHE[key]
     rows, virt, tools = [], [], []
     if 'cpu' in areas: rows += probe_cpu(node)
-    if 'virt' in areas or 'runtimes' in areas: virt = probe_virt(node)
+    if 'virt' in areas: virt = probe_virt(node)
     if 'virt' in areas: rows += virt
     if 'network' in areas: rows += probe_network(node)
     if 'bpf' in areas: rows += probe_bpf(node)
-    if 'tools' in areas or 'runtimes' in areas: tools = probe_tools(node)
-    if 'runtimes' in areas: rows += probe_runtimes(tools, virt)
+    if 'tools' in areas: tools = probe_tools(node)
+    if 'runtimes' in areas: rows += probe_runtimes(node)
     if 'tools' in areas: rows += tools
     caps = _CACHE[key] = Capabilities(node.name, rows)
     return caps

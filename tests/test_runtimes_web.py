@@ -1,0 +1,101 @@
+"""researchkit.studies.runtimes_web end to end: real containers (runc, runsc), real Apache + PHP, real vegeta, through the CLI."""
+import os, sys, time, glob, signal, subprocess, pathlib
+import polars as pl
+import pytest
+from researchkit.studies import runtimes_web as rw
+from researchkit.studies.catalog import load_params
+from researchkit.results.store import ResultStore
+from researchkit.claims import evaluate
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
+
+def cli(*args, **kw):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, **kw)
+
+def _netns():
+    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout
+    return {l.split()[0] for l in out.splitlines()}
+
+def _run_state(run_id=None):
+    "Containers, cgroups, overlay mounts and scratch dirs (of `run_id`, or all researchkit ones)."
+    pre = run_id or 'rk'
+    lists = subprocess.run(['sh', '-c', 'runc list -q; crun list -q'], capture_output=True, text=True).stdout.split()
+    from researchkit.testbed.tools import tool_path
+    if tool_path('runsc'): lists += subprocess.run([tool_path('runsc'), 'list', '-q'], capture_output=True, text=True).stdout.split()
+    cg = glob.glob(f'/sys/fs/cgroup/*/researchkit/{pre}*')
+    mounts = [l.split()[4] for l in open('/proc/self/mountinfo') if '/var/lib/researchkit/containers/' + pre in l.split()[4]]
+    scratch = glob.glob(f'/var/lib/researchkit/containers/{pre}*')
+    procs = [l for l in subprocess.run(['ps', '-eo', 'stat=,args='], capture_output=True, text=True).stdout.splitlines()
+             if not l.startswith('Z') and ('apache2' in l or 'vegeta' in l or 'runsc' in l) and (run_id is None or run_id in l or 'apache2' in l)]
+    return [c for c in lists if c.startswith(pre)], cg, mounts, scratch, procs
+
+def test_quick_plan_covers_the_paper_runtimes_on_both_endpoints():
+    P = load_params('runtimes-web', 'quick')
+    pts = rw.plan(P)
+    assert {'runc', 'runsc'} <= {p['runtime'] for p in pts} and {p['endpoint'] for p in pts} == {'cpu', 'io'}
+    assert all(p['timeout'] == 30 for p in pts)          # the paper's per-request timeout
+    # the runtime changes slowest (one container per runtime), rates ascend within an endpoint
+    assert sum(a['runtime'] != b['runtime'] for a, b in zip(pts, pts[1:])) == len(P['runtimes']) - 1
+    for a, b in zip(pts, pts[1:]):
+        if (a['runtime'], a['endpoint']) == (b['runtime'], b['endpoint']): assert b['rate'] > a['rate']
+
+@pytest.mark.parametrize('param,field', [
+    ('runtimes=[runc, docker]', 'runtimes[1]'),
+    ('cpu_quota=64', 'cpu_quota'),
+    ('server_cpus="7"', 'server_cpus'),
+    ('rates={cpu: {log10_from: 2, log10_to: 1}, io: {log10_from: 0, log10_to: 1}}', 'rates.cpu'),
+    ('duration=0', 'duration'),
+])
+def test_bad_input_fails_before_anything_starts(param, field, tmp_path):
+    before, state = _netns(), _run_state()
+    r = cli('run', 'runtimes-web', '--profile', 'smoke', '--param', param, '--results', str(tmp_path/'r'))
+    assert r.returncode == 2, r.stderr
+    assert field in r.stderr, r.stderr
+    assert _netns() == before and _run_state() == state and not (tmp_path/'r').exists()
+
+def _records(tmp_path):
+    f = tmp_path/'results'/'runtimes-web'/'records.parquet'
+    return pl.read_parquet(f) if f.exists() else None
+
+def test_smoke_run_end_to_end(tmp_path):
+    "The study notebook through the CLI with the smoke profile: real containers under runc and runsc, Kata reported."
+    before = _netns()
+    r = cli('run', 'runtimes-web', '--profile', 'smoke', '--results', str(tmp_path/'results'),
+            '--figures', str(tmp_path/'figures'), '--no-progress', timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
+    df = ResultStore(tmp_path/'results').load('runtimes-web')
+    ok = df.filter(pl.col('metric') == 'success_rate')
+    assert set(ok['runtime']) == {'runc', 'runsc'} and set(ok['endpoint']) == {'cpu', 'io'}
+    assert ok['value'].min() == 1.0, ok              # far below the knee every request succeeds
+    cpu = df.filter(pl.col('metric') == 'cpu_s_per_request')
+    assert cpu.height and (cpu['value'] > 0).all()   # the container's cgroup saw the work
+    kata = df.filter((pl.col('runtime') == 'kata') & (pl.col('metric') == 'not_measurable'))
+    assert kata.height and kata['note'].str.to_lowercase().str.contains('kvm').all()
+    table = evaluate(rw.claims(), df)
+    assert table['id'].to_list() == ['1', '2', '3', '4', 'K']
+    assert table.filter(pl.col('id') == 'K')['reason'][0]
+    assert {p.name for p in (tmp_path/'figures'/'runtimes-web').glob('*.png')} >= {'fig2_success_rate.png', 'fig3_response_time.png'}
+    assert _netns() == before and _run_state()[:4] == ([], [], [], [])
+
+def test_interrupted_run_tears_down_its_containers(tmp_path):
+    "Ctrl-C while a container serves load: the run exits 130, no container, cgroup, mount or namespace is left, records are kept."
+    before = _netns()
+    p = subprocess.Popen([*CLI, 'run', 'runtimes-web', '--profile', 'smoke', '--param', 'runtimes=[runsc, runc]',
+                          '--results', str(tmp_path/'results'), '--figures', str(tmp_path/'figures'), '--no-progress'],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, seen = time.monotonic() + 300, None
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        r = _records(tmp_path)
+        live = [c for c in _run_state()[0]]
+        if r is not None and r.height and live: seen = live; break
+        assert p.poll() is None, p.communicate()[1][-3000:]
+    assert seen, 'no container was up after the first point'
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 130, err[-3000:]
+    run_id = seen[0].split('-')[0]
+    assert _run_state(run_id) == ([], [], [], [], []), _run_state(run_id)
+    assert not {n for n in _netns() - before if n.startswith(run_id)}
+    assert _records(tmp_path).height >= 1
