@@ -7,27 +7,14 @@ from researchkit.teardown import Teardown, reap, state_dir
 from researchkit.testbed.nodes import LocalNode, NetnsNode, CommandTimeout
 from researchkit.runtimes.container import Container, Mount, SCRATCH_ROOT, CGROUP_PARENT
 from researchkit.runtimes.adapters import RUNTIMES, get_runtime, runtime_rows, ContainerError
+from researchkit.runtimes.rootfs import host_rootfs
 
 L = LocalNode()
 BINDS = [Mount('/usr', '/usr', readonly=True), Mount('/etc', '/etc', readonly=True)]
 
-def _image() -> str:
-    "The lead's tiny host image, or the same made here: empty dirs + merged-/usr symlinks (containers bind /usr, /etc)."
-    try:
-        from researchkit.runtimes.rootfs import host_rootfs
-        return str(host_rootfs(L))
-    except ImportError:
-        d = pathlib.Path(f'/tmp/rk-test-host-usr')
-        if not d.exists():
-            t = pathlib.Path(f'{d}.{os.getpid()}')
-            for x in ('usr', 'etc', 'proc', 'dev', 'sys', 'tmp', 'root', 'run', 'var/tmp'): (t/x).mkdir(parents=True)
-            for x in ('bin', 'sbin', 'lib', 'lib64'): (t/x).symlink_to(f'usr/{x}')
-            t.rename(d)
-        return str(d)
-
-IMG = _image()
+IMG = str(host_rootfs(L))   # empty dirs + merged-/usr symlinks; containers bind the host's /usr and /etc read-only
 AVAILABLE = [n for n in RUNTIMES if n != 'kata' and get_runtime(n).available(deep=False)[0]]
-assert {'process', 'runc', 'crun'} <= set(AVAILABLE), AVAILABLE  # installed on every researchkit host
+assert {'process', 'runc', 'crun', 'runsc'} <= set(AVAILABLE), AVAILABLE  # tools/bootstrap installs them all
 
 def _listed(prefix:str) -> list[str]:
     "Container ids with `prefix` that runc, crun or runsc still list."

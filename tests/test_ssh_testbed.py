@@ -60,3 +60,28 @@ def test_every_data_path_between_two_ssh_hosts(ssh_testbed, tmp_path):
     for h in tb.hosts():
         left = h.run("ip netns list | grep '^rk' | grep -vc -- '-ssh' || true").stdout.strip()
         assert left == '0', h.run('ip netns list').stdout
+
+def test_runtimes_web_load_generator_and_server_on_two_ssh_hosts(ssh_testbed, tmp_path):
+    "runtimes-web's sweep with the container runtime driven over SSH on host A and vegeta on host B, across the data link."
+    from researchkit.networks.datapaths import Topology
+    from researchkit.runtimes.rootfs import rootfs_image
+    from researchkit.studies import runtimes_web as rw
+    tb = ssh_testbed
+    P = load_params('runtimes-web', 'smoke', overrides={'runtimes': ['runc'], 'endpoints': ['cpu', 'io'],
+                                                         'rates': {'cpu': {'log10_from': 0.5, 'log10_to': 0.5}, 'io': {'log10_from': 0, 'log10_to': 0}}})
+    a, b = tb.hosts()
+    rw.check_host(P, int(a.facts()['cores']))
+    store = ResultStore(tmp_path)
+    with Teardown() as td:
+        topo = Topology('bridge', placement='different-host', pods=2, teardown=td, hosts=cni_net.testbed_hosts(tb)).up()
+        servers = rw.Servers(td, P, topology=topo, image=rootfs_image(node=a))
+        assert servers.node is a and servers.client_pod.node.parent is b       # runtime over SSH on A, vegeta on B
+        s = rw.run_sweep(P, store, servers=servers, prov=provenance(tb.name, a, profile='smoke'), testbed_name=tb.name, progress=False)
+        cid = servers.inst.id if servers.inst else None
+    assert s.measured == 2 and s.not_measurable == 0
+    df = store.load('runtimes-web')
+    ok = df.filter(pl.col('metric') == 'success_rate')
+    assert ok['value'].to_list() == [1.0, 1.0] and set(ok['testbed']) == {'sshbed'}
+    assert (df.filter(pl.col('metric') == 'cpu_s_per_request')['value'] > 0).all()
+    # the container is gone on the remote host too
+    assert a.run('runc list -q', check=False).stdout.split() == [] or cid not in a.run('runc list -q').stdout

@@ -270,6 +270,11 @@ class Runsc(Runtime):
     def _find_binary(self) -> str:
         from researchkit.testbed.tools import go_tool
         return go_tool('runsc', self.node)
+    def version(self) -> str:
+        "runsc's version line; a build from the module proxy carries no version stamp, so the pin is named instead."
+        from researchkit.testbed.tools import go_tools
+        v = super().version()
+        return v.replace('VERSION_MISSING', f"{go_tools()['runsc'].version} (pinned gVisor snapshot)")
     def _cli(self, *args) -> str: return shlex.join([self.binary(), *RUNSC_FLAGS, *args])
     def _register(self, inst, td):
         c = inst.container

@@ -333,6 +333,8 @@ def probe_tools(node:Node, *, extra_dirs:list[str]=()) -> list[Cap]:
         t = f[0]
         if f[1] == 'missing': rows.append(Cap('tools', t, False, f"not found (searched PATH and {len(dirs)} more dirs: `TOOL_DIRS`)")); continue
         rc, path, ver = int(f[1]), f[2], _version(t, text)
+        pin = go_tools().get(t)
+        if pin and f"/{pin.subdir}/" in path: ver = f"{t} {pin.version} (pinned build)"  # proxy builds carry no version stamp
         if ver or rc == 0: rows.append(Cap('tools', t, True, f"{ver or 'version unknown'} ({path})"))
         else: rows.append(Cap('tools', t, False, f"{path} does not run: {' '.join(text.split())[:200] or f'exit code {rc}'}"))
     return rows
