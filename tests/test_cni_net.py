@@ -6,6 +6,7 @@ from researchkit.results.store import ResultStore
 from researchkit.studies import cni_net
 from researchkit.studies.catalog import load_params
 from researchkit.claims import evaluate
+from _studies_fixtures import notebook_from_results
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMMITTED = ROOT/'results'
@@ -41,12 +42,7 @@ def test_committed_records_give_every_claim_a_verdict(tmp_path):
 @pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
 def test_study_notebook_figures_from_committed_records(tmp_path):
     "papermill with measure=False: the notebook reads the committed records and writes figures, measuring nothing."
-    out = tmp_path/'out.ipynb'
-    r = subprocess.run([sys.executable, '-m', 'papermill', str(ROOT/'nbs'/'studies'/'cni-net.ipynb'), str(out),
-                        '-p', 'profile', 'quick', '-p', 'measure', 'False', '-p', 'figures_dir', str(tmp_path/'figs'),
-                        '-p', 'progress', 'False', '--cwd', str(ROOT), '-k', 'python3'], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
+    text = notebook_from_results('cni-net', tmp_path)
     assert (tmp_path/'figs'/'cni-net'/'fig16_mpi_alltoall.png').exists()
     assert ResultStore(COMMITTED).load('cni-net').height == pl.read_parquet(COMMITTED/'cni-net'/'records.parquet').height
-    text = out.read_text()
     assert 'reproduced' in text and 'not measurable' in text

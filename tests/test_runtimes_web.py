@@ -6,6 +6,7 @@ from researchkit.studies import runtimes_web as rw
 from researchkit.studies.catalog import load_params
 from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
+from _studies_fixtures import notebook_from_results
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
@@ -99,3 +100,26 @@ def test_interrupted_run_tears_down_its_containers(tmp_path):
     assert _run_state(run_id) == ([], [], [], [], []), _run_state(run_id)
     assert not {n for n in _netns() - before if n.startswith(run_id)}
     assert _records(tmp_path).height >= 1
+
+COMMITTED = ROOT/'results'
+
+@pytest.mark.skipif(not (COMMITTED/'runtimes-web'/'records.parquet').exists(), reason='no committed quick run')
+def test_committed_quick_campaign_gives_every_claim_a_verdict(tmp_path):
+    "The committed quick campaign (real containers on this kind of host): every claim decided or said why not, figures from records."
+    df = ResultStore(COMMITTED).campaign_records('runtimes-web')
+    assert set(df.filter(pl.col('metric') == 'success_rate')['runtime']) == {'runc', 'runsc', 'crun', 'process'}
+    table = evaluate(rw.claims(), df)
+    assert table.filter(pl.col('id').is_in(['1', '2', '3', '4']))['status'].is_in(['reproduced', 'refuted']).all(), table
+    assert 'kvm' in table.filter(pl.col('id') == 'K')['reason'][0].lower()
+    for ep in ('cpu', 'io'):   # each endpoint's knee lies inside the quick grid for every runtime (the profile's promise)
+        for rt in ('runc', 'runsc', 'crun', 'process'): assert rw.knee(df, rt, ep)[2], (rt, ep)
+    paths = rw.figures(df, tmp_path)
+    assert {p.stem for p in paths} >= {'fig2_success_rate', 'fig3_response_time', 'cpu_per_request'}
+    assert 'paper knee runc: 63 req/s' in (tmp_path/'fig2_success_rate.svg').read_text()
+
+@pytest.mark.skipif(not (COMMITTED/'runtimes-web'/'records.parquet').exists(), reason='no committed quick run')
+def test_study_notebook_from_committed_records(tmp_path):
+    "papermill with measure=False: the notebook derives claims and figures from the committed records, measuring nothing."
+    text = notebook_from_results('runtimes-web', tmp_path)
+    assert (tmp_path/'figs'/'runtimes-web'/'fig2_success_rate.png').exists()
+    assert 'refuted' in text and 'not measurable' in text

@@ -302,6 +302,12 @@ Subsystem sftp internal-sftp
 LogLevel ERROR
 """
 
+# `ip netns exec` gives the namespace a fresh /sys, without the machine's cgroup hierarchies; a real host has them
+# (container runtimes need them), so sshd's private mount namespace mounts them again as PID 1 sees them.
+_HOST_CGROUPS = ("awk '$2 ~ \"^/sys/fs/cgroup\" && $3 ~ /^(tmpfs|cgroup|cgroup2)$/ {print $2, $3, $4}' /proc/1/mounts | "
+                 "while read -r dir type opts; do mkdir -p \"$dir\" 2>/dev/null; "
+                 "mount -t \"$type\" -o \"$(echo \"$opts\" | sed 's/^ro,/rw,/')\" \"$type\" \"$dir\" 2>/dev/null; done")
+
 class SSHTestHost:
     "An OpenSSH server in a new network namespace of this machine, standing in for a remote host."
     _count = 0
@@ -353,8 +359,8 @@ class SSHTestHost:
         cfg = f"{self.dir}/sshd_config"
         pathlib.Path(cfg).write_text(_SSHD_CONFIG.format(dir=self.dir))
         subprocess.run(['/usr/sbin/sshd', '-t', '-f', cfg], check=True, capture_output=True, text=True)
-        self.proc = self.node.spawn(['/usr/sbin/sshd', '-D', '-e', '-f', cfg, '-p', str(self.port)],
-                                    teardown=self.td, label=f"sshd in {self.netns}")
+        sshd = shlex.join(['/usr/sbin/sshd', '-D', '-e', '-f', cfg, '-p', str(self.port)])
+        self.proc = self.node.spawn(f"{_HOST_CGROUPS}; exec {sshd}", teardown=self.td, label=f"sshd in {self.netns}")
         self.td.callback(f"sessions of sshd in {self.netns}", self._drain)
         deadline = time.monotonic() + 15
         while not self.node.run(f"ss -Hltn 'sport = :{self.port}'", timeout=10).stdout.strip():
