@@ -69,6 +69,17 @@ def test_spawn_and_stop(ssh_host):
     n.run(f"rm -rf {os.path.dirname(p.log)} {os.path.dirname(q.log)}")
 
 
+
+def test_spawned_process_reports_its_exit_status(ssh_host):
+    "A remote background process's exit status comes back, though its SSH channel closed long before it exited."
+    n = ssh_host.ssh_node()
+    with Teardown() as td:
+        p = n.spawn("sleep 0.3; exit 7", teardown=td)
+        assert p.wait(timeout=20) == 7 and p.rc == 7
+        q = n.spawn("sleep 0.2", teardown=td)
+        assert q.wait(timeout=20) == 0
+    n.run(f"rm -rf {os.path.dirname(p.log)} {os.path.dirname(q.log)}")
+
 def test_put_get_roundtrip(ssh_host, tmp_path):
     n = ssh_host.ssh_node()
     src = tmp_path / 'blob.bin'; src.write_bytes(os.urandom(200_000))

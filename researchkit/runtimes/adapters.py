@@ -59,13 +59,7 @@ class Instance:
     def rc(self) -> int|None:
         "Exit code once the container has exited (killed by signal N: 128+N, as a shell reports it)."
         rc = self.proc.rc if self.proc else None
-        if rc is None and self.proc is not None and not isinstance(self.node, LocalNode) and not self.proc.alive():
-            r = self.node.run(f"cat {shlex.quote(self.rc_path)} 2>/dev/null", check=False, timeout=20).stdout.strip()
-            rc = int(r) if r.lstrip('-').isdigit() else None   # a remote process's status, left by its shell
         return 128 - rc if rc is not None and rc < 0 else rc
-
-    @property
-    def rc_path(self) -> str: return f"{self.bundle.dir}/rc"
 
     def wait(self, timeout:float=60) -> int|None:
         "Wait for the container to exit by itself; its exit code (`CommandTimeout` if it runs past `timeout`)."
@@ -177,10 +171,7 @@ class Runtime:
         return self._spawn(inst, self._run_line(inst))
     def _spawn(self, inst:Instance, line:str) -> Proc:
         "Start `line` in the background with its output appended (O_APPEND: runsc writes stdout and stderr at their own offsets) to the log."
-        if isinstance(self.node, LocalNode): body = exec_line(line)
-        else:  # a process started over SSH reports no exit status: its shell writes it next to the log
-            body = f"{line}; rc=$?; echo $rc > {shlex.quote(inst.rc_path)}; exit $rc"
-        return self.node.spawn(f"exec >>{shlex.quote(inst.log_path)} 2>&1; {body}", label=f"{self.name} {inst.id}")
+        return self.node.spawn(f"exec >>{shlex.quote(inst.log_path)} 2>&1; {exec_line(line)}", label=f"{self.name} {inst.id}")
 
     # -- the interface
     def available(self, *, deep:bool=True) -> tuple[bool, str]:

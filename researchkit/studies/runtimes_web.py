@@ -65,20 +65,12 @@ SCHEMA = {
 }
 
 # %% ../../nbs/62_runtimes_web.ipynb #c009
-def _cpu_list(spec) -> list[int]:
-    "CPUs of a taskset/cpuset list like '1', '0-3', '0,2'."
-    out = []
-    for part in str(spec).split(','):
-        a, _, b = part.strip().partition('-')
-        if not a.isdigit() or (b and not b.isdigit()): raise ValueError(part)
-        out += list(range(int(a), int(b or a) + 1))
-    return out
-
 def check_host(P:dict, cores:int, *, where:str='') -> None:
     "`ConfigError` naming the field if the server's quota or cpuset, or the client's CPUs, do not fit `cores`."
+    from researchkit.runtimes.container import parse_cpulist
     w = (lambda f: f"{where}.{f}" if where else f)
     for f in ('server_cpus', 'client_cpus'):
-        try: cpus = _cpu_list(P[f])
+        try: cpus = parse_cpulist(P[f])
         except ValueError: raise ConfigError(w(f), f"{P[f]!r} is not a CPU list like '1' or '0-1'") from None
         if max(cpus) >= cores: raise ConfigError(w(f), f"CPU {max(cpus)} does not exist: the host has {cores} cores (0-{cores - 1})")
     if P.get('cpu_quota') is not None and P['cpu_quota'] > cores:
@@ -154,9 +146,9 @@ class Servers:
 def tool_versions(node, image=None) -> dict:
     "Versions of the runtimes, vegeta, Apache and PHP this study runs on `node`."
     from researchkit.runtimes.adapters import runtime_rows
-    from researchkit.testbed.tools import go_tools
+    from researchkit.workloads import vegeta
     out = {f"runtime:{name}": (reason if ok else f"unavailable: {reason}")[:120] for name, ok, reason in runtime_rows(node)}
-    out['vegeta'] = go_tools()['vegeta'].version
+    out.update(vegeta.tool_versions(node))
     if image is not None:
         from researchkit.runtimes.rootfs import image_manifest
         v = image_manifest(image, node)['versions']

@@ -234,17 +234,27 @@ SSHNode._exec, SSHNode._kill_group = _ssh_exec, _kill_group
 
 # %% ../../nbs/11_ssh.ipynb #c014
 class SSHProc(Proc):
-    "A background process on a remote node; a zombie (exited, not yet reaped) counts as not alive."
+    "A background process on a remote node; a zombie (exited, not yet reaped) counts as not alive; `rc` once it exited."
     def alive(self) -> bool:
         st = f"sed 's/.*) //' /proc/{self.pid}/stat 2>/dev/null"
-        return self.node.run(f"s=$({st} | cut -d' ' -f1,20) && [ \"${{s%% *}}\" != Z ] && [ \"${{s#* }}\" = '{self.start}' ]",
-                             check=False, timeout=15).ok
+        up = self.node.run(f"s=$({st} | cut -d' ' -f1,20) && [ \"${{s%% *}}\" != Z ] && [ \"${{s#* }}\" = '{self.start}' ]",
+                           check=False, timeout=15).ok
+        if not up and self.rc is None:   # the exit status its wrapper shell left next to the log
+            r = self.node.run(f"cat {shlex.quote(os.path.dirname(self.log))}/rc 2>/dev/null", check=False, timeout=15).stdout.strip()
+            self.rc = int(r) if r.lstrip('-').isdigit() else None
+        return up
+
+# A small shell waits for the process and writes its exit status to `rc` beside the log (an SSH channel closed long
+# ago cannot report it). The process itself leads the new session (`setsid` without a fork: its parent is no group
+# leader), so its pid is the process group, as for a local spawn; it writes that pid to `pid` before it execs.
+_RC_WRAP = 'setsid sh -c \'echo $$ > "$0/pid"; eval "$1"\' "$0" "$1"; echo $? > "$0/rc"'
 
 def _ssh_spawn(self:SSHNode, line):
     "Start `line` in the background in a new session on the remote; return its `Proc` (pid = process group)."
     script = ("d=$(mktemp -d /tmp/rk-proc-XXXXXX) || exit 1; log=$d/proc.log; "
-              f"setsid sh -c {shlex.quote(exec_line(line))} </dev/null >\"$log\" 2>&1 & "
-              "echo \"$! $log $(sed 's/.*) //' /proc/$!/stat | cut -d' ' -f20)\"")
+              f"sh -c {shlex.quote(_RC_WRAP)} \"$d\" {shlex.quote(exec_line(line))} </dev/null >\"$log\" 2>&1 & "
+              "i=0; while [ ! -s $d/pid ] && [ $i -lt 200 ]; do sleep 0.01; i=$((i+1)); done; p=$(cat $d/pid); "
+              "echo \"$p $log $(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f20)\"")
     pid, log, start = self.run(script, timeout=30).stdout.split()
     return SSHProc(self, line, int(pid), log, start, popen=None)
 
