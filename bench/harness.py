@@ -61,7 +61,8 @@ def main():
     ap.add_argument('--reps', type=int, default=5)
     a = ap.parse_args()
     os.sched_setaffinity(0, {0})
-    from researchkit.studies.cni_net import DATAPATH_NAMES, PLACEMENTS
+    from researchkit.studies.cni_net import DATAPATH_NAMES
+    from researchkit.networks.datapaths import PLACEMENTS
     print(f"# researchkit bench — {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs, harness pinned to CPU 0\n")
     t = bench_topologies(a.reps, DATAPATH_NAMES, PLACEMENTS)
     print(f"## 1. Topology setup / teardown (2 pods), median [min–max] over {a.reps} interleaved repetitions\n")

@@ -10,12 +10,12 @@ import html, math
 from dataclasses import dataclass
 from typing import Callable
 import polars as pl
-from .core import ConfigError, NotMeasurable
+from .core import ConfigError, NotMeasurable, markdown_table
 from .results.records import NOT_MEASURABLE
 
 # %% auto #0
 __all__ = ['STATUSES', 'EVAL_SCHEMA', 'Verdict', 'verdict', 'Claim', 'evaluate', 'select', 'summarize', 'not_measurable_reason',
-           'iqr', 'Ratio', 'ratio', 'claims_markdown']
+           'iqr', 'Ratio', 'ratio', 'optional', 'ratio_text', 'claims_markdown']
 
 # %% ../nbs/50_claims.ipynb #c004
 STATUSES = ('reproduced', 'refuted', 'not measurable')
@@ -132,22 +132,37 @@ def _side(df, metric, flt):
         raise NotMeasurable(f"{metric} for {flt}", why or f"not run: no records of {metric} with {flt}")
     return rows
 
+def _combined(pairs:pl.DataFrame, keys:list[str], combine:list[str], what:str) -> list[float]:
+    "Per `keys` group (a repetition), the geometric mean of the pairs' ratios over the `combine` columns; pairs with a value <= 0 dropped."
+    pairs = pairs.filter((pl.col('value') > 0) & (pl.col('value_den') > 0))
+    if pairs.height == 0: raise NotMeasurable(what, f"no repetition measured both sides at the same {combine} values")
+    return (pairs.sort([*keys, *combine], nulls_last=True).group_by(keys, maintain_order=True)
+                 .agg((pl.col('value').log() - pl.col('value_den').log()).mean().exp().alias('r'))['r'].to_list())
+
 def ratio(df:pl.DataFrame,  # records
           metric:str,       # the metric compared
           by:list[str],     # columns that must match between the two sides (besides testbed and repetition), e.g. ['size']
           num:dict,         # filter of the numerator rows, e.g. {'path': 'ovs-vxlan'}
           den:dict,         # filter of the denominator rows, e.g. {'path': 'flannel'}
+          combine:list[str]|None=None, # columns (e.g. ['msg_bytes']) whose ratios each repetition combines by geometric mean
          ) -> Ratio:
-    "Median and IQR of num/den, paired by repetition when possible."
+    "Median and IQR of num/den, paired by repetition when possible; with `combine`, of each repetition's geometric mean over those columns."
     for name, f in (('num', num), ('den', den)):
         _filter_expr(df, f, name)  # unknown columns are a bug: raise ConfigError
-    for k in by:
-        if k not in df.columns: raise ConfigError(f'by.{k}', f"no such column; columns: {', '.join(df.columns)}")
+    for where, cols in (('by', by), ('combine', combine or [])):
+        for k in cols:
+            if k not in df.columns: raise ConfigError(f'{where}.{k}', f"no such column; columns: {', '.join(df.columns)}")
+    if combine is not None:
+        if 'repetition' not in df.columns: raise ConfigError('combine', "combining per repetition needs a repetition column")
+        if set(combine) & set(by): raise ConfigError('combine', f"{sorted(set(combine) & set(by))} also in by")
     a, b = _side(df, metric, num), _side(df, metric, den)
     keys = [*by, *[k for k in ('testbed', 'repetition') if k in df.columns and k not in by]]
-    per = lambda d: d.group_by(keys).agg(pl.col('value').median())
-    pairs = per(a).join(per(b), on=keys, how='inner', suffix='_den', nulls_equal=True)
-    if pairs.height:
+    on = [*keys, *(combine or [])]
+    per = lambda d: d.group_by(on).agg(pl.col('value').median())
+    pairs = per(a).join(per(b), on=on, how='inner', suffix='_den', nulls_equal=True)
+    if combine is not None:
+        rs = _combined(pairs, keys, combine, f"{metric} {num} / {den}"); paired, n = True, len(rs)
+    elif pairs.height:
         rs = (pairs['value'] / pairs['value_den']).to_list(); paired, n = True, len(rs)
     else:
         if by:
@@ -159,18 +174,25 @@ def ratio(df:pl.DataFrame,  # records
     if any(not math.isfinite(r) for r in rs): raise NotMeasurable(f"{metric} {num} / {den}", "the denominator was 0")
     return Ratio(_q(rs, 0.5), _q(rs, 0.25), _q(rs, 0.75), n, paired)
 
-# %% ../nbs/50_claims.ipynb #c014
-def _cell(s) -> str: return str(s or '').replace('|', '\\|').replace('\n', ' ').strip()
+def optional(check:Callable, *args, **kw):
+    "`check(*args, **kw)`, or None when it raises `NotMeasurable`: a part of a claim the verdict can do without."
+    try: return check(*args, **kw)
+    except NotMeasurable: return None
 
+def ratio_text(label:str, r:Ratio|None) -> str:
+    "`r.text(label)`, or '<label>: no data' for an optional ratio that was not measurable (None)."
+    return f"{label}: no data" if r is None else r.text(label)
+
+# %% ../nbs/50_claims.ipynb #c014
 _BADGE = {'reproduced': '✅ reproduced', 'refuted': '❌ refuted', 'not measurable': '⚪ not measurable'}
 
 def claims_markdown(table:pl.DataFrame) -> str:
     "The output of `evaluate` as a Markdown table: claim, paper, verdict, measured (or the not-measurable reason)."
-    lines = ['| id | claim | paper | verdict | measured |', '|---|---|---|---|---|']
+    rows = []
     for r in table.iter_rows(named=True):
         measured = r['measured']
         if r['status'] == 'not measurable':
             measured = f"not measurable on this testbed: {r['reason']}" + (f" ({measured})" if measured else '')
         elif r['reason']: measured = f"{measured} ({r['reason']})"
-        lines.append('| ' + ' | '.join(_cell(x) for x in (r['id'], r['text'], r['paper'], _BADGE.get(r['status'], r['status']), measured)) + ' |')
-    return '\n'.join(lines) + '\n'
+        rows.append([r['id'], r['text'], r['paper'], _BADGE.get(r['status'], r['status']), measured])
+    return '\n'.join(markdown_table(['id', 'claim', 'paper', 'verdict', 'measured'], rows)) + '\n'

@@ -48,32 +48,35 @@ def _die_with_parent():
 def run_study(study:str,              # study name, e.g. 'cni-net'
               profile:str='quick',    # parameter profile (params/<study>/<profile>.yaml)
               *, testbed:str='local', # testbed inventory name or path
-              results_dir:str='results', figures_dir:str='figures',
+              results_dir:str|None=None, figures_dir:str|None=None, # None: see `studies.campaign.output_dirs`
               overrides:dict|None=None,  # parameter values replacing the profile's
               progress:bool=True,
               new_campaign:bool=False, # start a new campaign even if an unfinished one could be resumed
               grace:float=90,         # seconds the kernel gets to tear down after an interrupt
              ) -> int:
-    "Validate, then papermill-execute the study notebook; always reap the run's leftovers. Returns the exit code."
-    from researchkit.studies.catalog import load_params, params_path, notebook_path
+    "Validate, then papermill-execute the study notebook with the validated parameters; always reap the run's leftovers. Returns the exit code."
+    from researchkit.studies.catalog import get_study, notebook_path
+    from researchkit.studies.campaign import resolve_params, output_dirs
     from researchkit.testbed.inventory import load_inventory
-    from researchkit.studies.catalog import get_study
-    P = load_params(study, profile, overrides=overrides)   # fails here, before anything starts
+    s = get_study(study)
+    P, recorded = resolve_params(s, profile, overrides)   # fails here, before anything starts
     inv = load_inventory(testbed)
-    mod = get_study(study)
-    if hasattr(mod, 'preflight'): mod.preflight(P, inv)    # the study's checks of parameters against the testbed
+    s.preflight(P, inv)                                    # the study's checks of parameters against the testbed
+    rdir, fdir = output_dirs(recorded, results_dir=results_dir, figures_dir=figures_dir)
     root = project_root()
     for r in reap(): print(f"reaped leftover of a crashed run: {r}", file=sys.stderr)
     run_id = new_run_id()
     runs = root/'runs'; runs.mkdir(exist_ok=True)
     out = runs/f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{study}-{profile}-{run_id}.ipynb"
-    cmd = [sys.executable, '-m', 'papermill', str(notebook_path(study)), str(out), '-f', str(params_path(study, profile)),
-           '-p', 'profile', profile, '-p', 'testbed', str(testbed), '-p', 'results_dir', str(results_dir),
-           '-p', 'figures_dir', str(figures_dir), '-p', 'progress', str(progress), '-p', 'new_campaign', str(new_campaign),
+    cmd = [sys.executable, '-m', 'papermill', str(notebook_path(s)), str(out), '-y', yaml.safe_dump(P),
+           '-p', 'profile', profile, '-p', 'testbed', str(testbed), '-p', 'results_dir', str(rdir),
+           '-p', 'figures_dir', str(fdir), '-p', 'progress', str(progress), '-p', 'measure', 'True',
+           '-p', 'new_campaign', str(new_campaign),
            '--cwd', str(root), '-k', 'python3', '--log-output', '--no-progress-bar']
-    if overrides: cmd += ['-y', yaml.safe_dump(overrides)]
     env = {**os.environ, 'RESEARCHKIT_RUN_ID': run_id, 'PYTHONUNBUFFERED': '1'}
-    print(f"run {run_id}: {study} --profile {profile} --testbed {testbed} -> {out.relative_to(root)}", file=sys.stderr)
+    rel = lambda p: os.path.relpath(p, root)
+    print(f"run {run_id}: {study} --profile {profile} ({recorded}) --testbed {testbed} -> {rel(out)}; "
+          f"records {rel(rdir)}/, figures {rel(fdir)}/", file=sys.stderr)
     p = subprocess.Popen(cmd, env=env, start_new_session=True,  # Ctrl-C reaches only us; we decide what the kernel gets
                          preexec_fn=_die_with_parent)  # and a killed CLI does not leave papermill running
     interrupted = []
@@ -86,7 +89,7 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
         if not ks:  # no kernel (yet): stop papermill itself
             try: os.killpg(p.pid, signal.SIGTERM)
             except ProcessLookupError: pass
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    old = {s_: signal.signal(s_, on_signal) for s_ in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         while True:
             try: rc = p.wait(timeout=1); break
@@ -94,7 +97,7 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
                 if interrupted and time.monotonic() - interrupted[0] > grace:
                     os.killpg(p.pid, signal.SIGKILL); rc = p.wait(); break
     finally:
-        for s, h in old.items(): signal.signal(s, h)
+        for s_, h in old.items(): signal.signal(s_, h)
         for k in kernels_of(p.pid) if p.poll() is None else []:
             try: os.kill(k, signal.SIGKILL)
             except ProcessLookupError: pass
@@ -115,12 +118,15 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument('--testbed', default='local', help='inventory name (params/testbeds/NAME.yaml) or path')
     r = sub.add_parser('run', help='execute a study notebook with a parameter profile (papermill)')
     r.add_argument('study'); r.add_argument('--profile', default='quick')
-    r.add_argument('--testbed', default='local'); r.add_argument('--results', default='results'); r.add_argument('--figures', default='figures')
+    r.add_argument('--testbed', default='local')
+    r.add_argument('--results', default=None, help='records directory (default: results/ for the quick profile, runs/<profile>/results otherwise)')
+    r.add_argument('--figures', default=None, help='figures directory (default: figures/ for the quick profile, runs/<profile>/figures otherwise)')
     r.add_argument('--param', action='append', type=_kv, default=[], metavar='KEY=VALUE', help='override a parameter (YAML value)')
     r.add_argument('--no-progress', action='store_true')
     r.add_argument('--new-campaign', action='store_true', help='do not resume an unfinished campaign; start a new one')
     p = sub.add_parser('report', help='rebuild figures/ and figures/REPORT.md from recorded results, without measuring')
-    p.add_argument('--results', default='results'); p.add_argument('--figures', default='figures')
+    p.add_argument('--profile', default='quick', help="describe each study's latest finished campaign of this profile")
+    p.add_argument('--results', default=None); p.add_argument('--figures', default=None)
     c = sub.add_parser('cleanup', help='tear down what crashed runs left behind (namespaces, links, processes)')
     c.add_argument('--testbed', default=None, help='also reach the nodes of this SSH testbed')
     sub.add_parser('studies', help='list the studies and their profiles')
@@ -131,14 +137,8 @@ def main(argv:list[str]|None=None) -> int:
     try:
         if args.cmd == 'doctor':
             from researchkit.testbed.inventory import load_inventory, Testbed
-            from researchkit.testbed.capabilities import doctor, format_doctor
-            from researchkit.networks.datapaths import DATAPATHS
-            with Testbed(load_inventory(args.testbed)) as tb:
-                caps = doctor(tb)
-                print(format_doctor(caps, testbed=tb.name))
-                for name, c in caps.items():  # what each container data path would really be on this node
-                    print(f"\ndata paths on {name} (paper name: what is built here)")
-                    for d in DATAPATHS.values(): print(f"  {d.name:<14} {d.paper_name + ':':<15} {d.variant(c)}")
+            from researchkit.doctor import doctor, format_doctor
+            with Testbed(load_inventory(args.testbed)) as tb: print(format_doctor(doctor(tb), testbed=tb.name))
             return 0
         if args.cmd == 'run':
             return run_study(args.study, args.profile, testbed=args.testbed, results_dir=args.results, figures_dir=args.figures,
@@ -146,8 +146,9 @@ def main(argv:list[str]|None=None) -> int:
         if args.cmd == 'report':
             from researchkit.report import build_report
             from researchkit.studies.catalog import study_names, get_study
-            root = project_root()
-            path = build_report(results_root=root/args.results, figures_root=root/args.figures, studies=[get_study(s) for s in study_names()])
+            from researchkit.studies.campaign import output_dirs
+            rdir, fdir = output_dirs(args.profile, results_dir=args.results, figures_dir=args.figures)
+            path = build_report(results_root=rdir, figures_root=fdir, studies=[get_study(s) for s in study_names()], profile=args.profile)
             print(path); return 0
         if args.cmd == 'cleanup':
             runners = None
@@ -157,9 +158,9 @@ def main(argv:list[str]|None=None) -> int:
             done = reap(runners=runners)
             print('\n'.join(done) or 'nothing to clean up'); return 0
         if args.cmd == 'studies':
-            from researchkit.studies.catalog import study_names, params_path
+            from researchkit.studies.catalog import study_names, get_study, params_path
             for s in study_names():
-                print(s, ' '.join(sorted(p.stem for p in params_path(s, 'x').parent.glob('*.yaml'))))
+                print(f"{s:<14} {' '.join(sorted(p.stem for p in params_path(s, 'x').parent.glob('*.yaml')))}  — {get_study(s).title}")
             return 0
     except ConfigError as e:
         print(f"researchkit: bad input: {e}", file=sys.stderr); return 2

@@ -1,4 +1,4 @@
-"""Errors, parameter validation and run identity shared by every layer of researchkit.
+"""Errors, parameter validation, run identity and Markdown tables shared by every layer of researchkit.
 
 Docs: https://researchkit.github.io/researchkit/core.html.md"""
 
@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 # %% auto #0
 __all__ = ['RUN_ID_RE', 'ResearchkitError', 'ConfigError', 'NotMeasurable', 'Field', 'validate', 'new_run_id', 'current_run_id',
-           'project_root', 'cache_dir']
+           'project_root', 'cache_dir', 'markdown_table']
 
 # %% ../nbs/00_core.ipynb #c005
 class ResearchkitError(Exception):
@@ -138,3 +138,21 @@ def cache_dir(*parts:str) -> pathlib.Path:
     d = pathlib.Path(os.environ.get('RESEARCHKIT_CACHE') or project_root()/'.cache').joinpath(*parts)
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+# %% ../nbs/00_core.ipynb #c015
+def _md_cell(v) -> str:
+    "Text of one Markdown table cell."
+    if v is None: return '—'
+    s = f"{v:g}" if isinstance(v, float) else str(v)
+    return s.replace('|', '\\|').replace('\n', ' ').strip()
+
+def markdown_table(header:list[str],  # column titles
+                   rows:list[list],   # one list of cells per row, as many as `header`
+                  ) -> list[str]:
+    "The lines of a Markdown table: header, separator, one line per row (None as '—', floats as `:g`, '|' and newlines escaped)."
+    lines = [[_md_cell(h) for h in header]]
+    for i, r in enumerate(rows):
+        if len(r) != len(header): raise ConfigError(f'rows[{i}]', f"{len(r)} cells for {len(header)} columns")
+        lines.append([_md_cell(v) for v in r])
+    line = lambda cells: '|' + '|'.join(f' {c} ' if c else ' ' for c in cells) + '|'
+    return [line(lines[0]), '|' + '---|' * len(header), *map(line, lines[1:])]

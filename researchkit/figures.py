@@ -12,8 +12,8 @@ import altair as alt
 from .core import ConfigError
 
 # %% auto #0
-__all__ = ['REF_LABEL', 'MEASURED_LABEL', 'SRC', 'THEME', 'line_chart', 'bar_chart', 'with_reference', 'table_figure',
-           'chart_spec', 'save_chart']
+__all__ = ['REF_LABEL', 'MEASURED_LABEL', 'SRC', 'THEME', 'line_chart', 'bar_chart', 'with_reference', 'reference_rules',
+           'table_figure', 'chart_spec', 'save_chart']
 
 # %% ../nbs/51_figures.ipynb #c004
 REF_LABEL = 'paper (reference, other hardware)'   # legend entry of the paper's numbers
@@ -156,6 +156,29 @@ def with_reference(chart_or_df,               # a measured DataFrame (then `kind
                **({'color': alt.Color(f'{color}:N')} if color else {}))
     mark = alt.Chart(data).mark_point(filled=False, size=80, strokeWidth=1.5, **({} if color else {'color': 'black'})).encode(**enc)
     return alt.layer(chart_or_df, mark)
+
+# %% ../nbs/51_figures.ipynb #c023
+def reference_rules(chart,                         # a single-view or layered chart (e.g. `line_chart` without facet)
+                    ref:pl.DataFrame,              # the paper's values: one rule per row
+                    *, x:str,                      # column of the rules' position on the x axis
+                    color:str|None=None,           # column colouring each rule like its measured series
+                    tooltip:str|None=None,         # column shown when hovering a rule
+                    text:str|None=None,            # column of the label text (None: no labels)
+                    labels:pl.DataFrame|None=None, # rows to label, with columns `x` and `text` (default: `ref`)
+                    label_y:float=0,               # pixel row where the labels start (rotated, they run upwards)
+                   ) -> alt.LayerChart:
+    "Overlay the paper's values as dashed vertical rules at `x`, optionally labelled with rotated text."
+    if not isinstance(chart, (alt.Chart, alt.LayerChart)):
+        raise ConfigError('chart', f"cannot overlay on a {type(chart).__name__}; draw the rules on each panel before concatenating")
+    ref = _pl(ref); _need(ref, [x, color, tooltip], 'ref')
+    enc = dict(x=alt.X(x, type=_type(ref, x)), **({'color': alt.Color(f'{color}:N', title=color)} if color else {}),
+               **({'tooltip': [alt.Tooltip(tooltip, type='nominal')]} if tooltip else {}))
+    layers = [chart, alt.Chart(ref).mark_rule(strokeDash=[6, 4], strokeWidth=1.5).encode(**enc)]
+    if text:
+        lab = ref if labels is None else _pl(labels); _need(lab, [x, text], 'labels')
+        layers.append(alt.Chart(lab).mark_text(angle=270, align='left', dx=4, dy=-5, fontSize=10, color='gray')
+                      .encode(x=alt.X(x, type=_type(lab, x)), y=alt.value(label_y), text=alt.Text(text, type='nominal')))
+    return alt.layer(*layers)
 
 # %% ../nbs/51_figures.ipynb #c017
 def _fmt(v) -> str:

@@ -8,10 +8,11 @@ Docs: https://researchkit.github.io/researchkit/report.html.md"""
 from __future__ import annotations
 import os, re, json, pathlib
 import polars as pl
-from .core import ConfigError
+from .core import ConfigError, markdown_table
 from .results.records import NOT_MEASURABLE
 from .results.store import ResultStore
 from .claims import evaluate, claims_markdown
+from .studies.contract import Study, REPRODUCTION_PROFILE
 
 # %% auto #0
 __all__ = ['capability_notes', 'provenance_summary', 'build_report']
@@ -72,9 +73,7 @@ def _rel(p:os.PathLike, root:pathlib.Path) -> str:
     return pathlib.Path(os.path.relpath(pathlib.Path(p).resolve(), root.resolve())).as_posix()
 
 def _figure_lines(study, df:pl.DataFrame, figures_root:pathlib.Path) -> list[str]:
-    outdir = figures_root / study.NAME
-    if callable(getattr(study, 'figures', None)): paths = [pathlib.Path(p) for p in (study.figures(df, outdir) or [])]
-    else: paths = sorted(outdir.glob('*.png')) if outdir.is_dir() else []
+    paths = [pathlib.Path(p) for p in (study.figures(df, figures_root / study.name) or [])]
     out = []
     for p in paths:
         if p.suffix != '.png': continue
@@ -86,9 +85,9 @@ def _figure_lines(study, df:pl.DataFrame, figures_root:pathlib.Path) -> list[str
 def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path) -> tuple[list[str], dict]:
     table = evaluate(list(study.claims()), df)
     counts = {s: int((table['status'] == s).sum()) for s in ('reproduced', 'refuted', 'not measurable')}
-    lines = [f"## {study.TITLE} (`{study.NAME}`)", '', '### Claims', '', claims_markdown(table).rstrip('\n') if table.height else '_No claims defined._', '']
-    if hasattr(study, 'notes'):  # the study's own tables (e.g. which data paths were real and which stand-ins)
-        lines += [*study.notes(df), '']
+    lines = [f"## {study.title} (`{study.name}`)", '', '### Claims', '', claims_markdown(table).rstrip('\n') if table.height else '_No claims defined._', '']
+    extra = study.notes(df)   # the study's own tables (e.g. which data paths were real and which stand-ins)
+    if extra: lines += [*extra, '']
     figs = _figure_lines(study, df, figures_root)
     lines += ['### Figures', '', *(f"{f}\n" for f in figs)] if figs else ['### Figures', '', '_No figures._', '']
     notes = capability_notes(df)
@@ -98,32 +97,32 @@ def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path) -> tuple[l
 
 def build_report(*, results_root:os.PathLike|str,  # the result store root (results/)
                  figures_root:os.PathLike|str,     # where figures/<study>/ and REPORT.md go
-                 studies:list,                     # study modules (NAME, TITLE, claims(), optional figures() and notes())
+                 studies:list,                     # `studies.contract.Study` values
+                 profile:str=REPRODUCTION_PROFILE, # each study's latest finished campaign of this profile
                  title:str='researchkit — reproduction report',
                 ) -> pathlib.Path:
     "Write `<figures_root>/REPORT.md` from the records of every study; returns its path."
     figures_root = pathlib.Path(figures_root); figures_root.mkdir(parents=True, exist_ok=True)
     store = ResultStore(results_root)
     for i, s in enumerate(studies):
-        for a in ('NAME', 'TITLE', 'claims'):
-            if not hasattr(s, a): raise ConfigError(f'studies[{i}]', f"a study needs NAME, TITLE and claims(); {s!r} lacks {a}")
-    summary = ['| study | records | reproduced | refuted | not measurable |', '|---|---|---|---|---|']
+        if not isinstance(s, Study): raise ConfigError(f'studies[{i}]', f"expected a studies.contract.Study, got {type(s).__name__}")
+    summary = []   # rows of the summary table
     body, not_run = [], []
     for s in studies:
-        df = store.campaign_records(s.NAME)  # one campaign: the latest complete one (never a mix of hosts or runs)
+        df = store.campaign_records(s.name, profile=profile)  # one campaign: the latest finished one of the profile (never a mix)
         if df.height == 0:
-            not_run.append(f"- {s.TITLE} (`{s.NAME}`): not yet run"); summary.append(f"| {s.TITLE} | not yet run | | | |"); continue
+            not_run.append(f"- {s.title} (`{s.name}`): not yet run"); summary.append([s.title, 'not yet run', '', '', '']); continue
         lines, c = _study_section(s, df, figures_root)
-        camps = store.campaigns(s.NAME)
+        camps = store.campaigns(s.name)
         others = camps.height - 1
         lines.insert(2, f"Campaign `{df['campaign'][0]}` on testbed `{df['testbed'][0]}`"
                         + (f" (results/ holds {others} other campaign(s) of this study; `ResultStore.campaigns` lists them)." if others else '.') + '\n')
         body += lines
-        summary.append(f"| [{s.TITLE}](#{_anchor(s)}) | {df.height} | {c['reproduced']} | {c['refuted']} | {c['not measurable']} |")
+        summary.append([f"[{s.title}](#{_anchor(s)})", df.height, c['reproduced'], c['refuted'], c['not measurable']])
     text = '\n'.join([f"# {title}", '',
                       'Verdicts compare ratios, orderings and trends measured here with the paper\'s claims; the paper\'s '
                       'absolute numbers come from other hardware and are shown only as labelled reference marks.', '',
-                      *summary, '', *body, *(['## Not yet run', '', *not_run, ''] if not_run else [])])
+                      *markdown_table(['study', 'records', 'reproduced', 'refuted', 'not measurable'], summary), '', *body, *(['## Not yet run', '', *not_run, ''] if not_run else [])])
     out = figures_root / 'REPORT.md'
     if not (out.exists() and out.read_text() == text):
         tmp = out.with_name(f'.REPORT.md.{os.getpid()}.tmp'); tmp.write_text(text); os.replace(tmp, out)
@@ -131,5 +130,5 @@ def build_report(*, results_root:os.PathLike|str,  # the result store root (resu
 
 def _anchor(study) -> str:
     "GitHub's anchor of the study's heading."
-    h = f"{study.TITLE} ({study.NAME})".lower()
+    h = f"{study.title} ({study.name})".lower()
     return re.sub(r'[^\w\- ]', '', h).replace(' ', '-')

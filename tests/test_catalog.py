@@ -38,3 +38,49 @@ def test_overrides_are_validated():
     assert load_params('cni-net', 'smoke', overrides={'repetitions': 2})['repetitions'] == 2
     with pytest.raises(ConfigError) as e: load_params('cni-net', 'smoke', overrides={'repetitions': 0})
     assert e.value.where.endswith('repetitions')
+
+# ---- the study contract and parameter drift -------------------------------------------------------------
+import json, shutil
+from researchkit.studies.catalog import parameter_drift, parameters_cell, notebook_path
+from researchkit.studies.contract import Study, check_study, RUN_PARAMETERS
+
+@pytest.mark.parametrize('study', study_names())
+def test_every_study_keeps_the_contract(study):
+    s = get_study(study)
+    assert isinstance(s, Study) and check_study(s) is s and s.name == study
+    assert notebook_path(s).exists()
+    plan = s.plan(load_params(study, 'smoke'))
+    assert isinstance(plan, dict) and plan and all(isinstance(v, list) for v in plan.values())
+
+@pytest.mark.parametrize('study', study_names())
+def test_no_parameter_drift(study):
+    assert parameter_drift(study) == []
+    cell = parameters_cell(notebook_path(study))
+    assert list(cell) == [*RUN_PARAMETERS, *get_study(study).schema]
+
+def _copy_project(tmp_path, monkeypatch):
+    "A copy of params/ and the study notebooks that `project_root()` resolves to."
+    from researchkit.core import project_root
+    root = project_root()
+    shutil.copytree(root/'params', tmp_path/'params'); shutil.copytree(root/'nbs'/'studies', tmp_path/'nbs'/'studies')
+    (tmp_path/'pyproject.toml').write_text('')
+    monkeypatch.setenv('RESEARCHKIT_HOME', str(tmp_path))
+    return tmp_path
+
+def _edit_parameters_cell(nb_path, edit):
+    nb = json.loads(nb_path.read_text())
+    cell = next(c for c in nb['cells'] if 'parameters' in c.get('metadata', {}).get('tags', []))
+    cell['source'] = edit(''.join(cell['source']))
+    nb_path.write_text(json.dumps(nb))
+
+def test_drift_is_found(tmp_path, monkeypatch):
+    root = _copy_project(tmp_path, monkeypatch)
+    nb = root/'nbs'/'studies'/'runtimes-web.ipynb'
+    _edit_parameters_cell(nb, lambda s: s.replace('stop_after_collapse = None', 'stop_after_colapse = None'))
+    found = parameter_drift('runtimes-web')
+    assert any("lacks ['stop_after_collapse']" in p for p in found) and any('stop_after_colapse' in p for p in found), found
+    _edit_parameters_cell(nb, lambda s: s + '\nimport os\n')
+    with pytest.raises(ConfigError) as e: parameters_cell(nb)
+    assert 'parameters cell' in e.value.where
+    (root/'params'/'cni-net'/'quick.yaml').write_text((root/'params'/'cni-net'/'quick.yaml').read_text() + '\nrepetitons: 3\n')
+    assert any(p.startswith('profile quick') and 'repetitons' in p for p in parameter_drift('cni-net'))

@@ -1,7 +1,7 @@
 import pytest, polars as pl
 from researchkit.core import ConfigError, NotMeasurable
 from researchkit.claims import (Claim, Verdict, verdict, evaluate, summarize, ratio, Ratio, select, not_measurable_reason,
-                                claims_markdown)
+                                claims_markdown, optional, ratio_text)
 from _results_fixtures import df_of
 
 # hand-computed data: two paths, three repetitions, two sizes
@@ -57,6 +57,40 @@ def test_ratio_of_a_not_measurable_side_carries_the_reason(df):
     with pytest.raises(ConfigError): ratio(df, 'gbps', [], {'nope': 'x'}, {'path': 'b'})
     with pytest.raises(ConfigError): ratio(df, 'gbps', ['nope'], {'path': 'a'}, {'path': 'b'})
 
+def test_ratio_combine_is_the_geometric_mean_per_repetition(df):
+    # per repetition, the ratios at the two sizes (64: 1.25, 1.2, 0.9; 1024: 2.0, 0.8, 1.5) combined by geometric mean:
+    # rep0 sqrt(1.25 × 2.0) = 1.5811, rep1 sqrt(1.2 × 0.8) = 0.9798, rep2 sqrt(0.9 × 1.5) = 1.1619
+    r = ratio(df, 'gbps', [], {'path': 'a'}, {'path': 'b'}, combine=['size'])
+    per_rep = sorted([(1.25 * 2.0) ** 0.5, (1.2 * 0.8) ** 0.5, (0.9 * 1.5) ** 0.5])
+    assert (r.n, r.paired) == (3, True)
+    assert r.median == pytest.approx(per_rep[1]) and r.low == pytest.approx((per_rep[0] + per_rep[1]) / 2)
+    assert r.high == pytest.approx((per_rep[1] + per_rep[2]) / 2)
+    assert r.text('a/b') == 'a/b = 1.16 (IQR 1.07–1.37, n=3)'
+    # one repetition measured twice at a size: the side's median is taken first (a at 64 in rep 0: median(10, 14) = 12)
+    d = pl.concat([df, df_of([({'path': 'a', 'size': 64}, 0, 14.0)])], how='diagonal_relaxed')
+    assert ratio(d, 'gbps', [], {'path': 'a'}, {'path': 'b'}, combine=['size']).high == pytest.approx(
+        ((12 / 8 * 2.0) ** 0.5 + per_rep[1]) / 2)
+
+def test_ratio_combine_drops_values_at_or_below_zero():
+    # rep 0: sizes 1 and 2 -> 2/1 and 0/2 (dropped): 2; rep 1: 3/1 and 4/1 -> sqrt(12)
+    d = df_of([({'path': 'a', 'size': 1}, 0, 2.0), ({'path': 'b', 'size': 1}, 0, 1.0), ({'path': 'a', 'size': 2}, 0, 0.0), ({'path': 'b', 'size': 2}, 0, 2.0),
+               ({'path': 'a', 'size': 1}, 1, 3.0), ({'path': 'b', 'size': 1}, 1, 1.0), ({'path': 'a', 'size': 2}, 1, 4.0), ({'path': 'b', 'size': 2}, 1, 1.0)])
+    r = ratio(d, 'gbps', [], {'path': 'a'}, {'path': 'b'}, combine=['size'])
+    assert r.n == 2 and r.median == pytest.approx((2 + 12 ** 0.5) / 2)
+    # every pair at or below zero, or no repetition in common: not measurable (never an unpaired fallback)
+    with pytest.raises(NotMeasurable): ratio(d.filter(pl.col('size') == 2, pl.col('repetition') == 0), 'gbps', [], {'path': 'a'}, {'path': 'b'}, combine=['size'])
+    apart = df_of([({'path': 'a', 'size': 1}, 0, 2.0), ({'path': 'b', 'size': 1}, 1, 1.0)])
+    with pytest.raises(NotMeasurable): ratio(apart, 'gbps', [], {'path': 'a'}, {'path': 'b'}, combine=['size'])
+    with pytest.raises(ConfigError): ratio(d, 'gbps', [], {'path': 'a'}, {'path': 'b'}, combine=['nope'])
+    with pytest.raises(ConfigError): ratio(d, 'gbps', ['size'], {'path': 'a'}, {'path': 'b'}, combine=['size'])
+
+def test_optional_part_of_a_claim(df):
+    assert optional(ratio, df, 'gbps', [], {'path': 'ipvlan'}, {'path': 'b'}) is None
+    r = optional(ratio, df, 'gbps', [], {'path': 'a'}, {'path': 'b'})
+    assert isinstance(r, Ratio) and ratio_text('a/b', r) == r.text('a/b')
+    assert ratio_text('ipvlan/b', None) == 'ipvlan/b: no data'
+    with pytest.raises(ConfigError): optional(ratio, df, 'gbps', [], {'nope': 'x'}, {'path': 'b'})  # a bug is never "optional"
+
 def test_select_and_reason(df):
     assert select(df, 'gbps', path='a', size=[64]).height == 3
     assert not_measurable_reason(df, path='ipvlan') == 'no ipvlan'
@@ -87,6 +121,10 @@ def test_evaluate_and_markdown(df):
     lines = md.splitlines()
     assert lines[0] == '| id | claim | paper | verdict | measured |' and len(lines) == 5
     assert '❌ refuted' in lines[3] and 'ipvlan \\| last' in lines[4] and 'not measurable on this testbed: no ipvlan' in lines[4]
+    assert lines[4] == '| C3 | ipvlan is slowest | ipvlan \\| last | ⚪ not measurable | not measurable on this testbed: no ipvlan |'
+    # a newline or '|' in the measured text cannot break the row
+    t2 = t.with_columns(pl.lit('a|b\nc').alias('measured'), pl.lit('').alias('reason'), pl.lit('refuted').alias('status'))
+    assert claims_markdown(t2).splitlines()[2].endswith('| ❌ refuted | a\\|b c |')
 
 def test_a_bug_is_not_a_verdict(df):
     with pytest.raises(ZeroDivisionError): evaluate([Claim('B', 'x', 'y', lambda d: 1 / 0)], df)

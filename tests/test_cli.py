@@ -132,3 +132,21 @@ def test_killed_cli_stops_its_run_and_cleanup_reaps_it(tmp_path):
     r = cli('cleanup')
     assert r.returncode == 0, r.stderr
     assert _leftovers(run_id) == (set(), [], []), _leftovers(run_id)
+
+def _tracked_changes():
+    return subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], capture_output=True, text=True, cwd=ROOT).stdout
+
+def test_smoke_run_leaves_tracked_files_untouched():
+    "A smoke run with default directories records under runs/smoke/ and never touches results/, figures/ or REPORT.md."
+    before = _tracked_changes()
+    report = (ROOT/'figures'/'REPORT.md').read_bytes()
+    r = cli('run', 'cni-net', '--profile', 'smoke', '--new-campaign', '--no-progress', timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_id = re.search(r'^run (rk[0-9a-f]{4}):', r.stderr, re.M).group(1)
+    assert _tracked_changes() == before
+    assert (ROOT/'figures'/'REPORT.md').read_bytes() == report
+    recs = pl.read_parquet(ROOT/'runs'/'smoke'/'results'/'cni-net'/'records.parquet')
+    mine = recs.filter(pl.col('run_id') == run_id)
+    assert mine.height and set(mine['profile']) == {'smoke'} and (mine['experiment'] == 'campaign').any()
+    figs = ROOT/'runs'/'smoke'/'figures'/'cni-net'
+    assert figs.is_dir() and any(p.stat().st_mtime >= mine['timestamp'].min().timestamp() for p in figs.glob('*.png'))

@@ -1,5 +1,5 @@
 """researchkit.studies.cni_net: plan, claims and figures from the committed records (a fresh clone, no re-measuring)."""
-import sys, pathlib, subprocess
+import sys, math, pathlib, subprocess
 import polars as pl
 import pytest
 from researchkit.results.store import ResultStore
@@ -46,3 +46,51 @@ def test_study_notebook_figures_from_committed_records(tmp_path):
     assert (tmp_path/'figs'/'cni-net'/'fig16_mpi_alltoall.png').exists()
     assert ResultStore(COMMITTED).load('cni-net').height == pl.read_parquet(COMMITTED/'cni-net'/'records.parquet').height
     assert 'reproduced' in text and 'not measurable' in text
+
+def _committed():
+    return ResultStore(COMMITTED).campaign_records('cni-net')
+
+@pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
+def test_committed_claim_ratio_is_the_geometric_mean_over_sizes_per_repetition():
+    "Claim 1's number, recomputed by hand: per repetition the geometric mean over message sizes of ovs-vxlan/flannel medians."
+    from researchkit.claims import iqr
+    df = _committed()
+    s = df.filter((pl.col('experiment') == 'throughput') & (pl.col('metric') == 'throughput_mbit') & pl.col('value').is_not_null()
+                  & (pl.col('placement') == 'same-host') & (pl.col('proto') == 'tcp') & (pl.col('scenario') == 'BMP2BMP'))
+    per = {}
+    for (rep, size), g in s.group_by(['repetition', 'msg_bytes']):
+        a = g.filter(pl.col('datapath') == 'ovs-vxlan')['value'].median(); b = g.filter(pl.col('datapath') == 'flannel-vxlan')['value'].median()
+        if a and b: per.setdefault(rep, []).append(a / b)
+    med, lo, hi = iqr([math.exp(sum(map(math.log, v)) / len(v)) for v in per.values()])
+    table = evaluate(cni_net.claims(), df)
+    measured = table.filter(pl.col('id') == '1')['measured'][0]
+    assert measured.startswith(f"TCP ovs-vxlan/flannel = {med:.2f} (IQR {lo:.2f}–{hi:.2f}, n={len(per)}); ovs-gre/flannel = "), measured
+
+@pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
+def test_committed_records_without_a_path():
+    "An optional second path the run lacks reads 'no data'; a missing required path makes the claim not measurable, with a reason."
+    df = _committed()
+    t = {r['id']: r for r in evaluate(cni_net.claims(), df.filter(pl.col('datapath').is_null() | (pl.col('datapath') != 'ovs-gre'))).iter_rows(named=True)}
+    assert t['1']['status'] in ('reproduced', 'refuted') and t['1']['measured'].endswith('; ovs-gre/flannel: no data'), t['1']
+    t = {r['id']: r for r in evaluate(cni_net.claims(), df.filter(pl.col('datapath').is_null() | (pl.col('datapath') != 'ovs-vxlan'))).iter_rows(named=True)}
+    assert t['1']['status'] == 'not measurable' and 'not run' in t['1']['reason'], t['1']
+    # the MPI claim names each overlay's ratio by its own path when the other is missing
+    t7 = {r['id']: r for r in evaluate(cni_net.claims(), df.filter(pl.col('datapath').is_null() | (pl.col('datapath') != 'flannel-vxlan'))).iter_rows(named=True)}['7a']
+    assert 'flannel' not in t7['measured'] and '(ovs-vxlan = ' in t7['measured'], t7
+
+@pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
+def test_committed_vm_claims_and_notes():
+    from researchkit.claims import not_measurable_reason
+    df = _committed()
+    t = {r['id']: r for r in evaluate(cni_net.claims(), df).iter_rows(named=True)}
+    for cid, sc in (('5', 'BMP2VMP'), ('6', 'VMP2VMP')):   # the VM scenarios: not measurable, with the recorded reason
+        assert t[cid]['status'] == 'not measurable' and t[cid]['reason'] == not_measurable_reason(df, scenario=sc) and 'VM node' in t[cid]['reason']
+    lines = cni_net.notes(df)
+    i = lines.index('### Data paths on this testbed')
+    assert lines[i + 2:i + 4] == ['| data path | paper | built here | setup (ms, median) |', '|---|---|---|---|']
+    rows = [l for l in lines[i + 4:] if l.startswith('| ')][:len(cni_net.DATAPATH_NAMES)]
+    assert [l.split(' | ')[0][2:] for l in rows] == list(cni_net.DATAPATH_NAMES)   # in the study's order
+    assert all(l.split(' | ')[-1].rstrip(' |').isdigit() for l in rows)            # setup time in whole ms
+    j = lines.index('### MPI_Alltoall, 8 pods × 4 ranks, 16 KB (Table 3 layout)')
+    assert lines[j + 2] == '| scenario | placement | data path | measured (ms, median) | n | paper (ms, other hardware) |'
+    assert len(lines) - j - 4 == cni_net.mpi_table(df).height

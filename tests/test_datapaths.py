@@ -2,12 +2,11 @@
 import os, sys, json, time, signal, subprocess, pytest
 from researchkit.core import ConfigError, current_run_id, new_run_id
 from researchkit.teardown import Teardown, reap
-from researchkit.networks.datapaths import Topology, DATAPATHS, Host
+from researchkit.networks.datapaths import Topology, DATAPATHS, PLACEMENTS, Host
 from researchkit.networks.netdev import link_stats, link_info, kind_of
 from researchkit.networks import tcbpf
 from _net_fixtures import tcp_bytes, all_pairs, leftovers, SERVER
 
-PLACEMENTS = ['same-host', 'different-host']
 MTU = {'flannel-vxlan': 1450, 'ovs-vxlan': 1450, 'ovs-gre': 1462}
 
 @pytest.fixture
@@ -61,7 +60,7 @@ def test_datapath_carries_tcp_through_its_devices(datapath, placement, td):
     if datapath == 'ovs-gre' and placement == 'different-host':
         assert {x.program for x in t.attachments} == {'gre_encap', 'gre_decap'}
     d = t.describe()
-    assert d['datapath'] == datapath and d['variant'] == DATAPATHS[datapath].variant(t.caps) and d['pod_mtu'] == a.mtu
+    assert d['datapath'] == datapath and d['variant'] == DATAPATHS[datapath].variant(t.caps, t.hosts) and d['pod_mtu'] == a.mtu
     assert json.dumps(d) and '<table>' in t._repr_html_()
     t.down(); t.down()                                  # idempotent
     assert leftovers(t.tag) == []
@@ -121,6 +120,18 @@ def test_baseline(td):
     s = Topology('macvlan', placement='same-host', teardown=td).up()
     srv, cli, ip = s.baseline()
     assert srv is cli and ip == '127.0.0.1' and tcp_bytes(srv, cli, ip, n=500_000) == 500_000
+
+def test_without_capabilities_the_testbed_probe_decides(td):
+    "capabilities=None: the testbed's own probe of host 0's machine (one vocabulary, one cache per machine and process)."
+    from researchkit.testbed.capabilities import probe
+    from researchkit.testbed.nodes import LocalNode
+    t = Topology('ovs-vlan', teardown=td).up()
+    caps = probe(LocalNode(), areas=('network',))
+    assert t.caps is caps
+    vf = caps.has('bridge-vlan-filtering')   # what the real OVS-VLAN variant builds; an 802.1Q device (8021q) is not it
+    assert t.variant == (DATAPATHS['ovs-vlan'].real if vf else DATAPATHS['ovs-vlan'].standin)
+    assert {x.program for x in t.attachments} == (set() if vf else {'vlan_push', 'vlan_pop'})
+    assert DATAPATHS['sriov'].variant(caps, t.hosts) == DATAPATHS['sriov'].standin   # our own host namespaces declare no PF
 
 def test_two_topologies_at_once(td):
     t1 = Topology('bridge', teardown=td).up(); t2 = Topology('bridge', teardown=td).up()

@@ -1,8 +1,8 @@
 import json
 import pytest, polars as pl, altair as alt
 from researchkit.core import ConfigError
-from researchkit.figures import (REF_LABEL, MEASURED_LABEL, SRC, line_chart, bar_chart, with_reference, table_figure, save_chart,
-                                 chart_spec)
+from researchkit.figures import (REF_LABEL, MEASURED_LABEL, SRC, line_chart, bar_chart, with_reference, reference_rules, table_figure,
+                                 save_chart, chart_spec)
 
 PNG_SIG = b'\x89PNG\r\n\x1a\n'
 M = pl.DataFrame({'size': [64, 1024, 65536] * 2, 'median': [1.0, 8.0, 20.0, 0.9, 7.0, 18.0], 'path': ['bridge'] * 3 + ['vxlan'] * 3,
@@ -70,6 +70,30 @@ def test_with_reference(tmp_path):
     with pytest.raises(ConfigError): with_reference(line_chart(M, x='size', y='median', facet='host'), REF, x='size', y='median')
     with pytest.raises(ConfigError): with_reference(M, REF, x='size', y='median', kind='pie')
     with pytest.raises(ConfigError): with_reference(plain, REF.drop('median'), x='size', y='median')
+
+def test_reference_rules(tmp_path):
+    knees = pl.DataFrame({'size': [256, 4096, 4096], 'path': ['bridge', 'vxlan', 'bridge'], 'why': ['paper knee bridge', 'paper knee vxlan', 'paper knee bridge']})
+    labels = pl.DataFrame({'size': [256, 4096], 'text': ['paper knee bridge: 256', 'paper knee bridge, vxlan: 4096']})
+    ch = reference_rules(line_chart(M, x='size', y='median', color='path', log_x=True, height=200), knees, x='size', color='path',
+                         tooltip='why', text='text', labels=labels, label_y=196)
+    spec = ch.to_dict()
+    measured, rules, text = spec['layer']
+    assert _filter_src(measured['layer'][0])                           # the measured chart, untouched
+    assert rules['mark'] == {'type': 'rule', 'strokeDash': [6, 4], 'strokeWidth': 1.5}
+    assert rules['encoding'] == {'x': {'field': 'size', 'type': 'quantitative'}, 'color': {'field': 'path', 'title': 'path', 'type': 'nominal'},
+                                 'tooltip': [{'field': 'why', 'type': 'nominal'}]}
+    assert [r['size'] for r in spec['datasets'][rules['data']['name']]] == [256, 4096, 4096]   # one rule per reference row
+    assert _mark(text) == {'type': 'text', 'angle': 270, 'align': 'left', 'dx': 4, 'dy': -5, 'fontSize': 10, 'color': 'gray'}
+    assert text['encoding'] == {'x': {'field': 'size', 'type': 'quantitative'}, 'y': {'value': 196}, 'text': {'field': 'text', 'type': 'nominal'}}
+    assert [r['text'] for r in spec['datasets'][text['data']['name']]] == labels['text'].to_list()
+    _check_png_svg(save_chart(ch, tmp_path, 'knees'), 'knees')
+    assert 'paper knee bridge, vxlan: 4096' in (tmp_path/'knees.svg').read_text()
+    # without text: rules only; the label rows default to the reference rows
+    assert len(reference_rules(line_chart(M, x='size', y='median'), knees, x='size').to_dict()['layer']) == 2
+    assert len(reference_rules(line_chart(M, x='size', y='median'), knees, x='size', text='why').to_dict()['layer']) == 3
+    with pytest.raises(ConfigError, match='why'): reference_rules(line_chart(M, x='size', y='median'), knees.drop('why'), x='size', tooltip='why')
+    with pytest.raises(ConfigError): reference_rules(line_chart(M, x='size', y='median', facet='host'), knees, x='size')
+    with pytest.raises(ConfigError): reference_rules(line_chart(M, x='size', y='median'), knees, x='size', text='text', labels=labels.drop('text'))
 
 def test_missing_columns_are_named():
     with pytest.raises(ConfigError, match='gbps'): line_chart(M, x='size', y='gbps', color='path')

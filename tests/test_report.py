@@ -58,6 +58,14 @@ def test_report(tmp_path):
     # the summary table and the studies not yet run
     assert '| [Container networking (demo)](#container-networking-demo-cni-demo) | 18 | 1 | 0 | 1 |' in text
     assert '- Fabric on Kata (`hlf-kata`): not yet run' in text
+    assert ('| study | records | reproduced | refuted | not measurable |\n|---|---|---|---|---|\n'
+            '| [Container networking (demo)](#container-networking-demo-cni-demo) | 18 | 1 | 0 | 1 |\n'
+            '| Fabric on Kata | not yet run | | | |\n') in text
+
+def test_summary_table_escapes_a_title(tmp_path):
+    odd = types.SimpleNamespace(NAME='odd', TITLE='runc | runsc', claims=lambda: [])
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[odd]).read_text()
+    assert '| runc \\| runsc | not yet run | | | |' in text
 
 def test_report_is_stable(tmp_path):
     _fill(tmp_path/'results')

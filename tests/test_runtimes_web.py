@@ -33,7 +33,7 @@ def _run_state(run_id=None):
 
 def test_quick_plan_covers_the_paper_runtimes_on_both_endpoints():
     P = load_params('runtimes-web', 'quick')
-    pts = rw.plan(P)
+    pts = rw.plan(P)['load']
     assert {'runc', 'runsc'} <= {p['runtime'] for p in pts} and {p['endpoint'] for p in pts} == {'cpu', 'io'}
     assert all(p['timeout'] == 30 for p in pts)          # the paper's per-request timeout
     # the runtime changes slowest (one container per runtime), rates ascend within an endpoint
@@ -123,3 +123,36 @@ def test_study_notebook_from_committed_records(tmp_path):
     text = notebook_from_results('runtimes-web', tmp_path)
     assert (tmp_path/'figs'/'runtimes-web'/'fig2_success_rate.png').exists()
     assert 'refuted' in text and 'not measurable' in text
+
+@pytest.mark.skipif(not (COMMITTED/'runtimes-web'/'records.parquet').exists(), reason='no committed quick run')
+def test_committed_figures_draw_the_paper_knees_as_labelled_rules(monkeypatch, tmp_path):
+    "Every panel of Fig. 2/3 and the p99 figure: the paper's knees as dashed rules coloured by runtime, one rotated label per rate."
+    import researchkit.figures as F
+    charts = {}
+    def keep(ch, outdir, name, **kw): charts[name] = ch.to_dict(); return []
+    monkeypatch.setattr(F, 'save_chart', keep)
+    rw.figures(ResultStore(COMMITTED).campaign_records('runtimes-web'), tmp_path)
+    assert {'fig2_success_rate', 'fig3_response_time', 'latency_p99'} <= set(charts)
+    for name in ('fig2_success_rate', 'fig3_response_time', 'latency_p99'):
+        spec = charts[name]
+        for panel, ep in zip(spec['hconcat'], rw.ENDPOINTS):
+            _, rules, labels = panel['layer']
+            assert rules['mark'] == {'type': 'rule', 'strokeDash': [6, 4], 'strokeWidth': 1.5}
+            assert rules['encoding']['color'] == {'field': 'runtime', 'title': 'runtime', 'type': 'nominal'}
+            knees = rw.PAPER_KNEES.filter(pl.col('endpoint') == ep)
+            assert [r['rate'] for r in spec['datasets'][rules['data']['name']]] == knees['rate'].to_list()
+            assert labels['mark']['angle'] == 270 and labels['encoding']['y'] == {'value': 216}
+            assert len(spec['datasets'][labels['data']['name']]) == knees['rate'].n_unique()
+    texts = [r['t'] for d in charts['fig2_success_rate']['datasets'].values() for r in d if 't' in r]
+    assert 'paper knee runc, runsc: 630 req/s' in texts and 'paper knee runsc: 31 req/s' in texts
+
+@pytest.mark.skipif(not (COMMITTED/'runtimes-web'/'records.parquet').exists(), reason='no committed quick run')
+def test_committed_notes_tables():
+    df = ResultStore(COMMITTED).campaign_records('runtimes-web')
+    lines = rw.notes(df)
+    k = rw.knee_table(df)
+    i = lines.index('### Knees, capacity and response-time gaps')
+    assert lines[i + 2] == '| ' + ' | '.join(k.columns) + ' |' and lines[i + 3] == '|' + '---|' * len(k.columns)
+    runc_io = next(l for l in lines[i + 4:] if l.startswith('| io | runc |'))
+    assert runc_io.endswith('| — | 63 |')   # no gap of runc to itself; the paper's knee as :g
+    assert '### Container CPU per request (below the knee)' in lines

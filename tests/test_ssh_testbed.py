@@ -10,6 +10,7 @@ from researchkit.testbed.inventory import load_inventory, Testbed
 from researchkit.results.store import ResultStore
 from researchkit.results.records import provenance
 from researchkit.studies import cni_net
+from researchkit.networks.datapaths import testbed_hosts
 from researchkit.studies.catalog import load_params
 
 @pytest.fixture(scope='module')
@@ -39,7 +40,7 @@ def ssh_testbed(tmp_path_factory):
 def test_every_data_path_between_two_ssh_hosts(ssh_testbed, tmp_path):
     tb = ssh_testbed
     assert not tb.is_local and [n.name for n in tb.hosts()] == ['hosta', 'hostb']
-    hosts = cni_net.testbed_hosts(tb)
+    hosts = testbed_hosts(tb)
     assert [(h.underlay_ip is not None, h.underlay_if is not None) for h in hosts] == [(True, True)] * 2
     P = load_params('cni-net', 'smoke', overrides={'datapaths': list(cni_net.DATAPATH_NAMES), 'scenarios': ['BMP2BMP'],
                                                    'placements': ['different-host', 'same-host'],
@@ -73,7 +74,7 @@ def test_runtimes_web_load_generator_and_server_on_two_ssh_hosts(ssh_testbed, tm
     rw.check_host(P, int(a.facts()['cores']))
     store = ResultStore(tmp_path)
     with Teardown() as td:
-        topo = Topology('bridge', placement='different-host', pods=2, teardown=td, hosts=cni_net.testbed_hosts(tb)).up()
+        topo = Topology('bridge', placement='different-host', pods=2, teardown=td, hosts=testbed_hosts(tb)).up()
         servers = rw.Servers(td, P, topology=topo, image=rootfs_image(node=a))
         assert servers.node is a and servers.client_pod.node.parent is b       # runtime over SSH on A, vegeta on B
         s = rw.run_sweep(P, store, servers=servers, prov=provenance(tb.name, a, profile='smoke'), testbed_name=tb.name, progress=False)

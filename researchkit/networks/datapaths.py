@@ -8,90 +8,64 @@ Docs: https://researchkit.github.io/researchkit/datapaths.html.md"""
 from __future__ import annotations
 import json, math, html, shlex, threading
 from dataclasses import dataclass, field
+from typing import Callable
 from ..core import ConfigError, NotMeasurable, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, NetnsNode, CommandFailed
+from ..testbed.inventory import Testbed
+from ..testbed.capabilities import probe
 from .netdev import (runner_of, ledger_node, netns_undo, veth_line, rate_limit_lines,
                                          Script, links, kind_of, _n)
 from . import tcbpf
 
 # %% auto #0
-__all__ = ['DATAPATHS', 'PLACEMENTS', 'DataPath', 'ProbedCapabilities', 'Host', 'Pod', 'Topology']
+__all__ = ['DATAPATHS', 'PLACEMENTS', 'DataPath', 'register_datapath', 'Host', 'Pod', 'testbed_hosts', 'Topology']
 
 # %% ../../nbs/22_datapaths.ipynb #c005
 @dataclass
 class DataPath:
-    "One container data path of the study, with what this testbed really builds for it."
+    "One container data path of the study, with what this testbed really builds for it and the function that builds it."
     name: str          # registry key, e.g. 'ovs-vlan'
     family: str        # 'bridge' | 'overlay' | 'vlan' | 'direct' | 'accel'
     paper_name: str    # as the paper writes it, e.g. 'OVS-VLAN'
     description: str
-    needs: str|None = None   # capability (testbed.capabilities item) that makes the real variant possible
-    real: str = ''           # label of the real variant
-    standin: str = ''        # label of the stand-in built without `needs`
+    needs: str|None = None       # capability (a `testbed.capabilities` item) that makes the real variant possible
+    real: str = ''               # label of the real variant
+    standin: str = ''            # label of the stand-in built without `needs`
     pod_mtu: int = 1500
+    host_needs: str|None = None  # `Host` field every host must declare for the real variant, e.g. 'sriov_pf'
+    build: Callable|None = field(default=None, repr=False, compare=False)  # `build(topology, two)`: adds this path's devices
 
-    def variant(self, caps) -> str:
-        "Label of what will really be built given capabilities `caps` (an object with `.has(item)`, or None)."
-        if self.needs is None: return self.real
-        return self.real if caps is not None and caps.has(self.needs) else self.standin
+    def is_real(self,
+                caps,                    # an object with `.has(item)` (e.g. a testbed `Capabilities`), or None
+                hosts:list|None=None,    # the `Host`s it would be built on; None: not known
+               ) -> bool:
+        "Will the real variant be built? `caps` has `needs`, and every one of `hosts` declares `host_needs` (unknown hosts do not)."
+        if self.needs is None: return True
+        if caps is None or not caps.has(self.needs): return False
+        return self.host_needs is None or (bool(hosts) and all(getattr(h, self.host_needs, None) for h in hosts))
 
-DATAPATHS: dict[str, DataPath] = {d.name: d for d in [
-    DataPath('bridge', 'bridge', 'Docker bridge', 'pod veths in a Linux bridge per host (docker0-like); hosts joined at L2',
-             real='Linux bridge + veth'),
-    DataPath('flannel-vxlan', 'overlay', 'Flannel-VXLAN',
-             'pod veth → cni0 bridge → host routing → flannel.1 vxlan (L3 mode, static FDB and neighbours) → wire',
-             real='Linux bridge + routed vxlan (flannel vxlan backend layout)', pod_mtu=1450),
-    DataPath('ovs-vxlan', 'overlay', 'OVS-VXLAN', 'pod veths in a bridge with a vxlan port to the other host (L2 overlay)',
-             real='Linux bridge + vxlan (stand-in for OVS)', pod_mtu=1450),
-    DataPath('ovs-vlan', 'vlan', 'OVS-VLAN', "pod veths in a bridge; frames carry the pod's 802.1Q tag between hosts",
-             needs='vlan', real='Linux bridge with 802.1Q vlan_filtering (stand-in for OVS)',
-             standin='Linux bridge + tc-BPF 802.1Q tagging (stand-in for OVS: no 802.1Q in this kernel)'),
-    DataPath('ovs-gre', 'overlay', 'OVS-GRE', 'pod veths in a bridge with an Ethernet-over-GRE port to the other host',
-             needs='gretap', real='Linux bridge + gretap (stand-in for OVS)',
-             standin='Linux bridge + tc-BPF Ethernet-over-GRE (stand-in for OVS: no gretap in this kernel)',
-             pod_mtu=1500 - tcbpf.GRE_OVERHEAD),
-    DataPath('macvlan', 'direct', 'MACVLAN', "macvlan (bridge mode) devices on the host's NIC, one per pod",
-             real='macvlan bridge mode'),
-    DataPath('ipvlan', 'direct', 'IPVLAN', "ipvlan (L2 mode) devices on the host's NIC, one per pod",
-             needs='ipvlan', real='ipvlan L2',
-             standin='routed veth (stand-in for ipvlan L2: no ipvlan in this kernel)'),
-    DataPath('sriov', 'accel', 'SR-IOV', "an SR-IOV virtual function of the host's NIC moved into each pod",
-             needs='sriov', real='SR-IOV VF',
-             standin='macvlan passthru (stand-in for an SR-IOV VF: no SR-IOV NIC)'),
-]}
+    def variant(self, caps, hosts:list|None=None) -> str:
+        "Label of what will really be built given capabilities `caps` (and the hosts, see `is_real`)."
+        return self.real if self.is_real(caps, hosts) else self.standin
+
+DATAPATHS: dict[str, DataPath] = {}   # filled by `register_datapath`, in the order the paths are defined below
 PLACEMENTS = ('same-host', 'different-host')
 
-# %% ../../nbs/22_datapaths.ipynb #c008
-_PROBES = {
-    'ipvlan': "ip -n {ns} link add name a type veth peer name b && ip -n {ns} link add link a name c type ipvlan mode l2",
-    'vlan': "ip -n {ns} link add name br type bridge vlan_filtering 1",
-    'gretap': "ip -n {ns} link add name g type gretap local 198.19.255.1 remote 198.19.255.2",
-    'openvswitch': "command -v ovs-vsctl >/dev/null && ovs-vsctl show >/dev/null",
-}
-_probe_cache: dict = {}
-
-class ProbedCapabilities:
-    "Capabilities found by trying to create each device in a scratch namespace (answers cached per machine)."
-    def __init__(self, runner:Node, teardown:Teardown, prefix:str, hosts:list|None=None):
-        self.runner, self.td, self.prefix, self.hosts = runner, teardown, prefix, hosts or []
-        self.reasons: dict[str, str] = {}
-
-    def has(self, item:str) -> bool:
-        if item == 'sriov':   # only a host declared with an SR-IOV PF that has VFs
-            return bool(self.hosts) and all(getattr(h, 'sriov_pf', None) for h in self.hosts)
-        key = (self.runner.name, item)
-        if key not in _probe_cache:
-            if item not in _PROBES: _probe_cache[key] = (False, f'unknown capability {item!r}')
-            else:
-                ns = f'{self.prefix}probe'; u = netns_undo(ns)
-                self.td.add(f'netns {ns}', (lambda: self.runner.run(u, check=False)), undo=u, node=ledger_node(self.runner))
-                r = self.runner.run(f"ip netns add {ns} && {{ {_PROBES[item].format(ns=ns)} ; }}; rc=$?; {u}; exit $rc",
-                                    check=False, timeout=30)
-                _probe_cache[key] = (r.ok, (r.stderr or r.stdout).strip()[-300:])
-        ok, why = _probe_cache[key]
-        if not ok: self.reasons[item] = why
-        return ok
+def register_datapath(name:str,          # registry key, e.g. 'ovs-vlan'
+                      family:str,        # 'bridge' | 'overlay' | 'vlan' | 'direct' | 'accel'
+                      paper_name:str,    # as the paper writes it
+                      description:str,
+                      **fields,          # the other `DataPath` fields: needs, real, standin, pod_mtu, host_needs
+                     ) -> Callable:
+    "Decorator: register `build(topology, two)` as the builder of a new `DataPath` in `DATAPATHS`."
+    def register(build:Callable) -> Callable:
+        old = DATAPATHS.get(name)
+        if old is not None and old.build.__qualname__ != build.__qualname__:   # re-running a cell is fine, a clash is not
+            raise ValueError(f"data path {name!r} is already registered (built by {old.build.__qualname__})")
+        DATAPATHS[name] = DataPath(name, family, paper_name, description, build=build, **fields)
+        return build
+    return register
 
 # %% ../../nbs/22_datapaths.ipynb #c010
 @dataclass
@@ -118,6 +92,21 @@ class Pod:
 def _mac(kind:int, a:int, b:int=0) -> str:
     "Deterministic locally administered MAC: 02:72:6b ('rk') : kind : a : b."
     return f"02:72:6b:{kind:02x}:{a:02x}:{b:02x}"
+
+# %% ../../nbs/22_datapaths.ipynb #c016
+def testbed_hosts(testbed:Testbed,    # the testbed whose machines the pods go on
+                  *, vms:bool=False,  # False: its bare-metal hosts (role host, not vm); True: its VM nodes (role vm)
+                 ) -> list[Host]:
+    "The hosts (or VM nodes) of `testbed` as `Host`s, in inventory order, with the underlay NIC, address and SR-IOV PF it declares."
+    spec = {n['name']: n for n in testbed.inventory.nodes}
+    vm_ids = {id(v) for v in testbed.vms()}
+    nodes = testbed.vms() if vms else [n for n in testbed.hosts() if id(n) not in vm_ids]
+    out = []
+    for n in nodes:
+        s = spec[n.name]; u = s.get('underlay') or {}
+        out.append(Host(node=n, name=n.name, underlay_ip=u.get('ip'), underlay_if=u.get('ifname'), sriov_pf=s.get('sriov_pf')))
+    return out
+testbed_hosts.__test__ = False   # its name starts with 'test': not a test when a test module imports it
 
 # %% ../../nbs/22_datapaths.ipynb #c012
 _tags_lock, _tags_used = threading.Lock(), set()
@@ -151,7 +140,7 @@ class Topology:
                  hosts:list[Host]|None=None,       # None: two host namespaces on `parent` joined by a veth wire
                  parent:Node|None=None,            # where namespaces are created when `hosts` is None
                  wire_rate_mbit:float|None=None,   # tbf on both wire ends
-                 capabilities=None,                # object with .has(item); None: probe by trying
+                 capabilities=None,                # object with .has(item), e.g. a testbed `Capabilities`; None: probe host 0's machine
                  vlans:list[int]|None=None,        # ovs-vlan: VID of each pod (default all 100)
                  rate_kind:str='tbf',              # 'tbf' | 'htb' for `wire_rate_mbit`
                 ):
@@ -272,10 +261,10 @@ class Topology:
         else:
             self.hosts = list(self.given_hosts[:nh]); self._own_hosts = False
         caps = self.capabilities
-        if caps is None: caps = ProbedCapabilities(runner_of(self.hosts[0].node)[0], self._td, self.tag, self.hosts)
+        if caps is None: caps = probe(runner_of(self.hosts[0].node)[0], areas=('network',))   # cached per machine and process
         self.caps = caps
-        self.real = self.dp.needs is not None and caps.has(self.dp.needs)
-        self.variant = self.dp.variant(caps)
+        self.real = self.dp.is_real(caps, self.hosts)
+        self.variant = self.dp.variant(caps, self.hosts)
         # pods
         per0 = (n + 1) // 2 if two else n
         self.pods = []
@@ -301,7 +290,7 @@ class Topology:
             for i in range(nh): self._hl[i].append('link set dev lo up')
         for p in self.pods: self._root[id(p.node.parent)].append(f'netns add {p.node.netns}')
         for p in self.pods: self._pl[self.pods.index(p)].append('link set dev lo up')
-        getattr(self, '_build_' + self.datapath.replace('-', '_'))(two)
+        self.dp.build(self, two)   # the data path's own devices (see `register_datapath`)
         if self.wire_rate_mbit and two:
             for i in range(nh):
                 self._host_undo(i, 'wire rate limit', f'tc qdisc del dev {self.hosts[i].underlay_if} root 2>/dev/null; true')
@@ -334,7 +323,7 @@ class Topology:
             specs = [(d, dr, prog, cfg(idx) if callable(cfg) else cfg) for d, dr, prog, cfg in specs]
             self.attachments += tcbpf.attach(node, specs, teardown=None if self._own_hosts else self._td)
 
-    # ---- pieces ------------------------------------------------------------------------------
+    # ---- pieces the data paths are built from ------------------------------------------------
     def _host_undo(self, i:int, label:str, cmd:str):
         "On a host we do not own, register an undo step (a shell command run in the host's namespace) for what we change there."
         if self._own_hosts: return
@@ -381,86 +370,6 @@ class Topology:
     def _flat_l2(self, mtu_note:int|None=None):
         for j in range(len(self.pods)): self._pod_addr(j, f'198.18.0.{10+j}', 24)
 
-    # ---- the data paths ----------------------------------------------------------------------
-    def _build_bridge(self, two:bool, *, bridge_extra:str=''):
-        br = self.dev('br')
-        for i in range(len(self.hosts)):
-            self._bridge(i, br, extra=bridge_extra)
-            if two:
-                self._hl[i].append(f'link set dev {self.hosts[i].underlay_if} master {br}')
-                self._underlay(i, on=br)
-        self._pod_veths(bridge=br, mtu=self.dp.pod_mtu)
-        self._flat_l2()
-
-    def _build_flannel_vxlan(self, two:bool):
-        cni, fl, mtu = self.dev('cni0'), self.dev('flan'), self.dp.pod_mtu
-        for i in range(len(self.hosts)):
-            self._bridge(i, cni, mtu=mtu)
-            self._hl[i].append(f'addr add 198.18.{i+1}.1/24 dev {cni}')
-            self._forwarding(i)
-        self._pod_veths(bridge=cni, mtu=mtu)
-        for j, p in enumerate(self.pods): self._pod_addr(j, f'198.18.{p.host+1}.{10+j}', 24, f'default via 198.18.{p.host+1}.1')
-        if not two: return
-        for i, h in enumerate(self.hosts):
-            self._underlay(i); self._host_link_undo(i, fl)
-            self._hl[i] += [f'link add name {fl} address {_mac(2, i)} type vxlan id 1 local {h.underlay_ip} dev {h.underlay_if} dstport 8472 nolearning',
-                            f'link set dev {fl} mtu {mtu} up', f'addr add 198.18.{i+1}.0/32 dev {fl}']
-            for k, o in enumerate(self.hosts):
-                if k == i: continue
-                self._hl[i] += [f'route add 198.18.{k+1}.0/24 via 198.18.{k+1}.0 dev {fl} onlink',
-                                f'neigh add 198.18.{k+1}.0 lladdr {_mac(2, k)} dev {fl} nud permanent']
-                self._hb[i].append(f'fdb append {_mac(2, k)} dev {fl} dst {o.underlay_ip}')
-
-    def _build_ovs_vxlan(self, two:bool):
-        br, vx, mtu = self.dev('br'), self.dev('vx'), self.dp.pod_mtu
-        for i, h in enumerate(self.hosts):
-            self._bridge(i, br, mtu=mtu)
-            if two:
-                o = self.hosts[1 - i]; self._underlay(i); self._host_link_undo(i, vx)
-                self._hl[i] += [f'link add name {vx} type vxlan id 42 local {h.underlay_ip} remote {o.underlay_ip} dev {h.underlay_if} dstport 4789',
-                                f'link set dev {vx} mtu {mtu} master {br} up']
-        self._pod_veths(bridge=br, mtu=mtu)
-        self._flat_l2()
-
-    def _build_ovs_vlan(self, two:bool):
-        br = self.dev('br')
-        if self.real:   # 802.1Q in the bridge itself
-            self._build_bridge(two, bridge_extra=' vlan_filtering 1')
-            vids = sorted({p.vlan for p in self.pods})
-            for j, p in enumerate(self.pods):
-                self._hb[p.host] += [f'vlan add vid {p.vlan} dev {self.dev(f"v{j}")} pvid untagged', f'vlan del vid 1 dev {self.dev(f"v{j}")}']
-            if two:
-                for i, h in enumerate(self.hosts): self._hb[i] += [f'vlan add vid {v} dev {h.underlay_if}' for v in vids]
-            return
-        self._build_bridge(two)
-        for j, p in enumerate(self.pods):
-            hv = self.dev(f'v{j}')
-            self._bpf[p.host] += [(hv, 'ingress', 'vlan_push', tcbpf.vlan_cfg(p.vlan)), (hv, 'egress', 'vlan_pop', tcbpf.vlan_cfg(p.vlan))]
-
-    def _build_ovs_gre(self, two:bool):
-        br, mtu = self.dev('br'), self.dp.pod_mtu
-        for i in range(len(self.hosts)): self._bridge(i, br)
-        self._pod_veths(bridge=br, mtu=mtu)
-        self._flat_l2()
-        if not two: return
-        gp, go = self.dev('gre'), self.dev('gro')
-        for i, h in enumerate(self.hosts):
-            o = self.hosts[1 - i]; self._underlay(i); self._host_link_undo(i, gp)
-            if self.real:
-                self._hl[i] += [f'link add name {gp} type gretap local {h.underlay_ip} remote {o.underlay_ip} dev {h.underlay_if}',
-                                f'link set dev {gp} mtu {mtu} master {br} up']
-                continue
-            self._root[id(runner_of(h.node)[0])].append(veth_line(gp, go, a_ns=self._hns(i), b_ns=self._hns(i)))
-            self._hl[i] += [f'link set dev {gp} master {br} up', f'link set dev {go} up']
-            smac, dmac = _mac(1, i), _mac(1, 1 - i)
-            if not self._own_hosts:  # real NICs: read their MACs
-                smac, dmac = None, None
-            enc = lambda idx, h=h, o=o, smac=smac, dmac=dmac: tcbpf.gre_cfg(
-                saddr=h.underlay_ip, daddr=o.underlay_ip, smac=smac or self._mac_of(h, h.underlay_if),
-                dmac=dmac or self._peer_mac(h, o), out_ifindex=idx[h.underlay_if])
-            dec = lambda idx, h=h: tcbpf.gre_cfg(saddr=h.underlay_ip, in_ifindex=idx[gp])
-            self._bpf[i] += [(gp, 'egress', 'gre_encap', enc), (h.underlay_if, 'ingress', 'gre_decap', dec)]
-
     def _mac_of(self, h:Host, dev:str) -> str:
         return json.loads(h.node.run(f"ip -j link show dev {dev}").stdout)[0]['address']
 
@@ -472,56 +381,164 @@ class Topology:
         if not out or 'lladdr' not in out[0]: raise NotMeasurable('ovs-gre', f'no neighbour entry for {o.underlay_ip}')
         return out[0]['lladdr']
 
-    def _build_macvlan(self, two:bool, *, kind:str='macvlan mode bridge'):
-        for i, h in enumerate(self.hosts):
-            if two: self._underlay(i); parent = h.underlay_if
-            else:
-                mp, mq = self.dev('mp'), self.dev('mq'); parent = mp
-                self._host_link_undo(i, mp)
-                self._root[id(runner_of(h.node)[0])].append(veth_line(mp, mq, a_ns=self._hns(i), b_ns=self._hns(i)))
-                self._hl[i] += [f'link set dev {mp} up', f'link set dev {mq} up']
-            for j, p in enumerate(self.pods):
-                if p.host == i:
-                    self._hl[i].append(f'link add link {parent} name eth0 netns {p.node.netns} address {_mac(3, j)} type {kind}')
-        self._flat_l2()
+# %% ../../nbs/22_datapaths.ipynb #c019
+@register_datapath('bridge', 'bridge', 'Docker bridge', 'pod veths in a Linux bridge per host (docker0-like); hosts joined at L2',
+                   real='Linux bridge + veth')
+def _build_bridge(t:Topology, two:bool, *, bridge_extra:str=''):
+    br = t.dev('br')
+    for i in range(len(t.hosts)):
+        t._bridge(i, br, extra=bridge_extra)
+        if two:
+            t._hl[i].append(f'link set dev {t.hosts[i].underlay_if} master {br}')
+            t._underlay(i, on=br)
+    t._pod_veths(bridge=br, mtu=t.dp.pod_mtu)
+    t._flat_l2()
 
-    def _build_ipvlan(self, two:bool):
-        if self.real: return self._build_macvlan(two, kind='ipvlan mode l2')
-        self._pod_veths(bridge=None, mtu=self.dp.pod_mtu, hmac=True)
-        for i in range(len(self.hosts)):
-            self._forwarding(i)
-            if two:
-                self._underlay(i); k = 1 - i
-                route = f'198.18.{k+1}.0/24 via {self.hosts[k].underlay_ip} dev {self.hosts[i].underlay_if}'
-                self._host_undo(i, f'route {route}', f'ip route del {route} 2>/dev/null; true')
-                self._hl[i].append(f'route add {route}')
-        for j, p in enumerate(self.pods):
-            ip = f'198.18.{p.host+1}.{10+j}'; hv = self.dev(f'v{j}')
-            self._pod_addr(j, ip, 32, '169.254.1.1 dev eth0 scope link', 'default via 169.254.1.1 dev eth0')
-            self._pl[j].append(f'neigh add 169.254.1.1 lladdr {_mac(4, j)} dev eth0 nud permanent')
-            self._hl[p.host] += [f'route add {ip}/32 dev {hv}', f'neigh add {ip} lladdr {_mac(3, j)} dev {hv} nud permanent']
+# %% ../../nbs/22_datapaths.ipynb #c020
+@register_datapath('flannel-vxlan', 'overlay', 'Flannel-VXLAN',
+                   'pod veth → cni0 bridge → host routing → flannel.1 vxlan (L3 mode, static FDB and neighbours) → wire',
+                   real='Linux bridge + routed vxlan (flannel vxlan backend layout)', pod_mtu=1450)
+def _build_flannel_vxlan(t:Topology, two:bool):
+    cni, fl, mtu = t.dev('cni0'), t.dev('flan'), t.dp.pod_mtu
+    for i in range(len(t.hosts)):
+        t._bridge(i, cni, mtu=mtu)
+        t._hl[i].append(f'addr add 198.18.{i+1}.1/24 dev {cni}')
+        t._forwarding(i)
+    t._pod_veths(bridge=cni, mtu=mtu)
+    for j, p in enumerate(t.pods): t._pod_addr(j, f'198.18.{p.host+1}.{10+j}', 24, f'default via 198.18.{p.host+1}.1')
+    if not two: return
+    for i, h in enumerate(t.hosts):
+        t._underlay(i); t._host_link_undo(i, fl)
+        t._hl[i] += [f'link add name {fl} address {_mac(2, i)} type vxlan id 1 local {h.underlay_ip} dev {h.underlay_if} dstport 8472 nolearning',
+                     f'link set dev {fl} mtu {mtu} up', f'addr add 198.18.{i+1}.0/32 dev {fl}']
+        for k, o in enumerate(t.hosts):
+            if k == i: continue
+            t._hl[i] += [f'route add 198.18.{k+1}.0/24 via 198.18.{k+1}.0 dev {fl} onlink',
+                         f'neigh add 198.18.{k+1}.0 lladdr {_mac(2, k)} dev {fl} nud permanent']
+            t._hb[i].append(f'fdb append {_mac(2, k)} dev {fl} dst {o.underlay_ip}')
 
-    def _build_sriov(self, two:bool):
-        if self.real:   # a VF of the host's PF per pod
-            for j, p in enumerate(self.pods):
-                h = self.hosts[p.host]; k = len([q for q in self.pods[:j] if q.host == p.host])
-                vf = h.node.run(f"ls /sys/class/net/{h.sriov_pf}/device/virtfn{k}/net/").stdout.split()
-                if not vf: raise NotMeasurable('sriov', f'{h.name}: {h.sriov_pf} has no VF {k}')
-                self._hl[p.host].append(f'link set dev {vf[0]} netns {p.node.netns}')
-                self._pl[j] += [f'link set dev {vf[0]} name eth0']
-            if two:
-                for i in range(len(self.hosts)): self._underlay(i)
-            self._flat_l2(); return
-        sw = self.dev('esw')   # the NIC's embedded switch
-        for i, h in enumerate(self.hosts):
-            self._bridge(i, sw)
-            if two:
-                self._hl[i].append(f'link set dev {h.underlay_if} master {sw}')
-                self._underlay(i, on=sw)
-        for j, p in enumerate(self.pods):
-            s, u = self.dev(f's{j}'), self.dev(f'u{j}')
-            self._host_link_undo(p.host, s)
-            self._root[id(p.node.parent)].append(veth_line(s, u, a_ns=self._hns(p.host), b_ns=self._hns(p.host)))
-            self._hl[p.host] += [f'link set dev {u} master {sw} up', f'link set dev {s} up',
-                                 f'link add link {s} name eth0 netns {p.node.netns} type macvlan mode passthru']
-        self._flat_l2()
+# %% ../../nbs/22_datapaths.ipynb #c021
+@register_datapath('ovs-vxlan', 'overlay', 'OVS-VXLAN', 'pod veths in a bridge with a vxlan port to the other host (L2 overlay)',
+                   real='Linux bridge + vxlan (stand-in for OVS)', pod_mtu=1450)
+def _build_ovs_vxlan(t:Topology, two:bool):
+    br, vx, mtu = t.dev('br'), t.dev('vx'), t.dp.pod_mtu
+    for i, h in enumerate(t.hosts):
+        t._bridge(i, br, mtu=mtu)
+        if two:
+            o = t.hosts[1 - i]; t._underlay(i); t._host_link_undo(i, vx)
+            t._hl[i] += [f'link add name {vx} type vxlan id 42 local {h.underlay_ip} remote {o.underlay_ip} dev {h.underlay_if} dstport 4789',
+                         f'link set dev {vx} mtu {mtu} master {br} up']
+    t._pod_veths(bridge=br, mtu=mtu)
+    t._flat_l2()
+
+# %% ../../nbs/22_datapaths.ipynb #c022
+@register_datapath('ovs-vlan', 'vlan', 'OVS-VLAN', "pod veths in a bridge; frames carry the pod's 802.1Q tag between hosts",
+                   needs='bridge-vlan-filtering', real='Linux bridge with 802.1Q vlan_filtering (stand-in for OVS)',
+                   standin='Linux bridge + tc-BPF 802.1Q tagging (stand-in for OVS: no 802.1Q in this kernel)')
+def _build_ovs_vlan(t:Topology, two:bool):
+    if t.real:   # 802.1Q in the bridge itself
+        _build_bridge(t, two, bridge_extra=' vlan_filtering 1')
+        vids = sorted({p.vlan for p in t.pods})
+        for j, p in enumerate(t.pods):
+            t._hb[p.host] += [f'vlan add vid {p.vlan} dev {t.dev(f"v{j}")} pvid untagged', f'vlan del vid 1 dev {t.dev(f"v{j}")}']
+        if two:
+            for i, h in enumerate(t.hosts): t._hb[i] += [f'vlan add vid {v} dev {h.underlay_if}' for v in vids]
+        return
+    _build_bridge(t, two)
+    for j, p in enumerate(t.pods):
+        hv = t.dev(f'v{j}')
+        t._bpf[p.host] += [(hv, 'ingress', 'vlan_push', tcbpf.vlan_cfg(p.vlan)), (hv, 'egress', 'vlan_pop', tcbpf.vlan_cfg(p.vlan))]
+
+# %% ../../nbs/22_datapaths.ipynb #c023
+@register_datapath('ovs-gre', 'overlay', 'OVS-GRE', 'pod veths in a bridge with an Ethernet-over-GRE port to the other host',
+                   needs='gretap', real='Linux bridge + gretap (stand-in for OVS)',
+                   standin='Linux bridge + tc-BPF Ethernet-over-GRE (stand-in for OVS: no gretap in this kernel)',
+                   pod_mtu=1500 - tcbpf.GRE_OVERHEAD)
+def _build_ovs_gre(t:Topology, two:bool):
+    br, mtu = t.dev('br'), t.dp.pod_mtu
+    for i in range(len(t.hosts)): t._bridge(i, br)
+    t._pod_veths(bridge=br, mtu=mtu)
+    t._flat_l2()
+    if not two: return
+    gp, go = t.dev('gre'), t.dev('gro')
+    for i, h in enumerate(t.hosts):
+        o = t.hosts[1 - i]; t._underlay(i); t._host_link_undo(i, gp)
+        if t.real:
+            t._hl[i] += [f'link add name {gp} type gretap local {h.underlay_ip} remote {o.underlay_ip} dev {h.underlay_if}',
+                         f'link set dev {gp} mtu {mtu} master {br} up']
+            continue
+        t._root[id(runner_of(h.node)[0])].append(veth_line(gp, go, a_ns=t._hns(i), b_ns=t._hns(i)))
+        t._hl[i] += [f'link set dev {gp} master {br} up', f'link set dev {go} up']
+        smac, dmac = _mac(1, i), _mac(1, 1 - i)
+        if not t._own_hosts:  # real NICs: read their MACs
+            smac, dmac = None, None
+        enc = lambda idx, h=h, o=o, smac=smac, dmac=dmac: tcbpf.gre_cfg(
+            saddr=h.underlay_ip, daddr=o.underlay_ip, smac=smac or t._mac_of(h, h.underlay_if),
+            dmac=dmac or t._peer_mac(h, o), out_ifindex=idx[h.underlay_if])
+        dec = lambda idx, h=h: tcbpf.gre_cfg(saddr=h.underlay_ip, in_ifindex=idx[gp])
+        t._bpf[i] += [(gp, 'egress', 'gre_encap', enc), (h.underlay_if, 'ingress', 'gre_decap', dec)]
+
+# %% ../../nbs/22_datapaths.ipynb #c024
+@register_datapath('macvlan', 'direct', 'MACVLAN', "macvlan (bridge mode) devices on the host's NIC, one per pod",
+                   real='macvlan bridge mode')
+def _build_macvlan(t:Topology, two:bool, *, kind:str='macvlan mode bridge'):
+    for i, h in enumerate(t.hosts):
+        if two: t._underlay(i); parent = h.underlay_if
+        else:
+            mp, mq = t.dev('mp'), t.dev('mq'); parent = mp
+            t._host_link_undo(i, mp)
+            t._root[id(runner_of(h.node)[0])].append(veth_line(mp, mq, a_ns=t._hns(i), b_ns=t._hns(i)))
+            t._hl[i] += [f'link set dev {mp} up', f'link set dev {mq} up']
+        for j, p in enumerate(t.pods):
+            if p.host == i:
+                t._hl[i].append(f'link add link {parent} name eth0 netns {p.node.netns} address {_mac(3, j)} type {kind}')
+    t._flat_l2()
+
+# %% ../../nbs/22_datapaths.ipynb #c025
+@register_datapath('ipvlan', 'direct', 'IPVLAN', "ipvlan (L2 mode) devices on the host's NIC, one per pod",
+                   needs='ipvlan', real='ipvlan L2',
+                   standin='routed veth (stand-in for ipvlan L2: no ipvlan in this kernel)')
+def _build_ipvlan(t:Topology, two:bool):
+    if t.real: return _build_macvlan(t, two, kind='ipvlan mode l2')
+    t._pod_veths(bridge=None, mtu=t.dp.pod_mtu, hmac=True)
+    for i in range(len(t.hosts)):
+        t._forwarding(i)
+        if two:
+            t._underlay(i); k = 1 - i
+            route = f'198.18.{k+1}.0/24 via {t.hosts[k].underlay_ip} dev {t.hosts[i].underlay_if}'
+            t._host_undo(i, f'route {route}', f'ip route del {route} 2>/dev/null; true')
+            t._hl[i].append(f'route add {route}')
+    for j, p in enumerate(t.pods):
+        ip = f'198.18.{p.host+1}.{10+j}'; hv = t.dev(f'v{j}')
+        t._pod_addr(j, ip, 32, '169.254.1.1 dev eth0 scope link', 'default via 169.254.1.1 dev eth0')
+        t._pl[j].append(f'neigh add 169.254.1.1 lladdr {_mac(4, j)} dev eth0 nud permanent')
+        t._hl[p.host] += [f'route add {ip}/32 dev {hv}', f'neigh add {ip} lladdr {_mac(3, j)} dev {hv} nud permanent']
+
+# %% ../../nbs/22_datapaths.ipynb #c026
+@register_datapath('sriov', 'accel', 'SR-IOV', "an SR-IOV virtual function of the host's NIC moved into each pod",
+                   needs='sriov', host_needs='sriov_pf', real='SR-IOV VF',
+                   standin='macvlan passthru (stand-in for an SR-IOV VF: no SR-IOV NIC)')
+def _build_sriov(t:Topology, two:bool):
+    if t.real:   # a VF of the host's PF per pod
+        for j, p in enumerate(t.pods):
+            h = t.hosts[p.host]; k = len([q for q in t.pods[:j] if q.host == p.host])
+            vf = h.node.run(f"ls /sys/class/net/{h.sriov_pf}/device/virtfn{k}/net/").stdout.split()
+            if not vf: raise NotMeasurable('sriov', f'{h.name}: {h.sriov_pf} has no VF {k}')
+            t._hl[p.host].append(f'link set dev {vf[0]} netns {p.node.netns}')
+            t._pl[j] += [f'link set dev {vf[0]} name eth0']
+        if two:
+            for i in range(len(t.hosts)): t._underlay(i)
+        t._flat_l2(); return
+    sw = t.dev('esw')   # the NIC's embedded switch
+    for i, h in enumerate(t.hosts):
+        t._bridge(i, sw)
+        if two:
+            t._hl[i].append(f'link set dev {h.underlay_if} master {sw}')
+            t._underlay(i, on=sw)
+    for j, p in enumerate(t.pods):
+        s, u = t.dev(f's{j}'), t.dev(f'u{j}')
+        t._host_link_undo(p.host, s)
+        t._root[id(p.node.parent)].append(veth_line(s, u, a_ns=t._hns(p.host), b_ns=t._hns(p.host)))
+        t._hl[p.host] += [f'link set dev {u} master {sw} up', f'link set dev {s} up',
+                          f'link add link {s} name eth0 netns {p.node.netns} type macvlan mode passthru']
+    t._flat_l2()

@@ -6,33 +6,42 @@ Docs: https://researchkit.github.io/researchkit/catalog.html.md"""
 
 # %% ../../nbs/60_catalog.ipynb #c003
 from __future__ import annotations
-import importlib, pathlib, yaml
+import ast, json, importlib, pathlib, yaml
 from ..core import ConfigError, validate, project_root
+from .contract import Study, check_study, PROFILES, RUN_PARAMETERS, REPRODUCTION_PROFILE
 
 # %% auto #0
-__all__ = ['STUDIES', 'PROFILES', 'study_names', 'get_study', 'params_path', 'notebook_path', 'read_yaml', 'load_params']
+__all__ = ['STUDIES', 'study_names', 'get_study', 'params_path', 'notebook_path', 'read_yaml', 'load_params', 'parameters_cell',
+           'parameter_drift']
 
 # %% ../../nbs/60_catalog.ipynb #c004
-STUDIES = {  # study name -> module implementing it
+STUDIES = {  # study name -> module defining its `study`
     'cni-net': 'researchkit.studies.cni_net',
     'runtimes-web': 'researchkit.studies.runtimes_web',
 }
-PROFILES = ('smoke', 'quick', 'full')
+_LOADED: dict[str, Study] = {}
 
 def study_names() -> list[str]: return list(STUDIES)
 
-def get_study(name:str):
-    "The module implementing study `name`."
+def get_study(name:str|Study) -> Study:
+    "The study called `name`, its contract checked once (a `Study` is returned as it is)."
+    if isinstance(name, Study): return name
     if name not in STUDIES: raise ConfigError('study', f"{name!r} is not one of {', '.join(STUDIES)}")
-    return importlib.import_module(STUDIES[name])
+    if name not in _LOADED:
+        mod = importlib.import_module(STUDIES[name])
+        s = getattr(mod, 'study', None)
+        if not isinstance(s, Study): raise ConfigError(f"study {name!r}", f"{STUDIES[name]} must define `study = Study(...)` (studies.contract)")
+        if s.name != name: raise ConfigError(f"study {name!r}.name", f"the catalog calls it {name!r}, the module {s.name!r}")
+        _LOADED[name] = check_study(s)
+    return _LOADED[name]
 
-def params_path(study:str, profile:str) -> pathlib.Path:
+def params_path(study:str|Study, profile:str) -> pathlib.Path:
     "`params/<study>/<profile>.yaml` of the project."
-    return project_root()/'params'/study/f'{profile}.yaml'
+    return project_root()/'params'/getattr(study, 'name', study)/f'{profile}.yaml'
 
-def notebook_path(study:str) -> pathlib.Path:
+def notebook_path(study:str|Study) -> pathlib.Path:
     "`nbs/studies/<study>.ipynb` of the project."
-    return project_root()/'nbs'/'studies'/f'{study}.ipynb'
+    return project_root()/'nbs'/'studies'/f"{getattr(study, 'name', study)}.ipynb"
 
 def read_yaml(path:pathlib.Path) -> dict:
     "Parse a YAML mapping; syntax errors name the file and line."
@@ -40,18 +49,52 @@ def read_yaml(path:pathlib.Path) -> dict:
     except yaml.YAMLError as e: raise ConfigError(str(path), f"not valid YAML: {e}") from None
     return {} if data is None else data
 
-def load_params(study:str,            # study name, e.g. 'cni-net'
+def load_params(study:str|Study,       # study name, e.g. 'cni-net', or a `Study`
                 profile:str|None=None, # profile name (file under params/<study>/) ...
                 *, path:str|pathlib.Path|None=None, # ... or an explicit parameter file
-                overrides:dict|None=None, # values that replace the file's (papermill -p)
+                overrides:dict|None=None, # values that replace the file's
                ) -> dict:
     "The validated parameters of `study` (defaults filled in). Raises `ConfigError` naming the field."
-    mod = get_study(study)
+    s = get_study(study)
     if path is None:
         if profile is None: raise ConfigError('profile', f"give a profile ({', '.join(PROFILES)}) or a parameter file")
-        path = params_path(study, profile)
+        path = params_path(s, profile)
         if not path.exists():
             have = sorted(p.stem for p in path.parent.glob('*.yaml'))
-            raise ConfigError('profile', f"{profile!r} has no file {path}; profiles of {study}: {', '.join(have)}")
+            raise ConfigError('profile', f"{profile!r} has no file {path}; profiles of {s.name}: {', '.join(have) or 'none'}")
     data = {**read_yaml(path), **(overrides or {})}
-    return validate(data, mod.SCHEMA, where=str(path))
+    return validate(data, s.schema, where=str(path))
+
+# %% ../../nbs/60_catalog.ipynb #c006
+def parameters_cell(notebook:str|pathlib.Path) -> dict[str, str]:
+    "Names assigned in the notebook's cell tagged `parameters`, with their trailing comments (the papermill parameters)."
+    nb = json.loads(pathlib.Path(notebook).read_text())
+    cells = [c for c in nb['cells'] if 'parameters' in c.get('metadata', {}).get('tags', [])]
+    if len(cells) != 1: raise ConfigError(str(notebook), f"expected one cell tagged 'parameters', found {len(cells)}")
+    src = ''.join(cells[0]['source'])
+    out = {}
+    for node in ast.parse(src).body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            raise ConfigError(f"{notebook}: parameters cell", f"line {node.lineno}: only `name = value  # comment` lines belong here")
+        line = src.splitlines()[node.lineno - 1]
+        out[node.targets[0].id] = line.split('#', 1)[1].strip() if '#' in line else ''
+    return out
+
+def parameter_drift(study:str|Study) -> list[str]:
+    "Where the study's notebook parameters cell or its profiles disagree with its schema (empty: no drift)."
+    s = get_study(study)
+    problems = []
+    try: cell = parameters_cell(notebook_path(s))
+    except (OSError, ConfigError) as e: return [f"notebook: {e}"]
+    want = [*RUN_PARAMETERS, *s.schema]
+    missing = [k for k in want if k not in cell]
+    extra = [k for k in cell if k not in want]
+    if missing: problems.append(f"notebook parameters cell lacks {missing}")
+    if extra: problems.append(f"notebook parameters cell has {extra}, which are neither run parameters nor in the schema")
+    if [k for k in cell if k in want] != [k for k in want if k in cell]: problems.append("notebook parameters cell is not in schema order")
+    for k in s.schema:
+        if k in cell and not cell[k]: problems.append(f"notebook parameter {k!r} has no comment saying what it is")
+    for p in PROFILES:
+        try: load_params(s, p)
+        except ConfigError as e: problems.append(f"profile {p}: {e}")
+    return problems

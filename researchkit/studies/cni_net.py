@@ -8,15 +8,17 @@ Docs: https://researchkit.github.io/researchkit/cni_net.html.md"""
 from __future__ import annotations
 import math, json, pathlib
 import polars as pl
-from ..core import Field, ConfigError, NotMeasurable
+from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..teardown import Teardown
 from ..claims import iqr
+from .contract import Study
+from ..networks.datapaths import PLACEMENTS
 
 # %% auto #0
-__all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'PLACEMENTS', 'SCENARIOS', 'SCHEMA',
-           'TABLE3', 'plan', 'Topologies', 'vm_hosts', 'testbed_hosts', 'tool_versions', 'measure_fn',
-           'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'path_ratio', 'fmt_ratio', 'claims',
-           'record_inventory', 'run_experiment', 'figures', 'notes', 'mpi_table']
+__all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'study',
+           'plan', 'Topologies', 'vm_hosts', 'tool_versions', 'measure_fn', 'datapath_labels', 'build_inventory',
+           'variants', 'is_stand_in', 'claims', 'record_inventory', 'run_experiment', 'measure', 'figures', 'notes',
+           'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -25,7 +27,6 @@ SEED = '004_ad5032fe92a53d5c.txt'
 DATAPATH_NAMES = ('bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre', 'macvlan', 'ipvlan', 'sriov')
 BASELINE = 'host'  # the host-to-host path, measured beside every data path
 BASELINE_TOPOLOGY = 'flannel-vxlan'  # its hosts carry the underlay address on the wire itself (no bridge in the host path)
-PLACEMENTS = ('same-host', 'different-host')
 SCENARIOS = ('BMP2BMP', 'BMP2VMP', 'VMP2VMP')
 
 # %% ../../nbs/61_cni_net.ipynb #c006
@@ -111,30 +112,14 @@ class Topologies:
 # %% ../../nbs/61_cni_net.ipynb #c012
 def vm_hosts(testbed, scenario:str, capabilities):
     "Host list for a VM-pod scenario, or `NotMeasurable` with the measured reason."
-    from researchkit.networks.datapaths import Host
     vms = testbed.vms() if testbed is not None else []
     need = 1 if scenario == 'BMP2VMP' else 2
     if len(vms) < need:
         kvm = capabilities.reason('kvm') if capabilities is not None and not capabilities.has('kvm') else ''
         raise NotMeasurable(scenario, f"needs {need} VM node(s) in the testbed, testbed '{getattr(testbed, 'name', '?')}' has {len(vms)}"
                             + (f"; and VMs cannot be started here: {kvm}" if kvm else ''))
-    bm = [h for h in testbed.hosts() if h not in vms]
-    nodes = ([bm[0]] if scenario == 'BMP2VMP' else []) + vms[:need]
-    spec = {n['name']: n for n in testbed.inventory.spec['nodes']}
-    u = lambda n: spec.get(n.name, {}).get('underlay') or {}
-    return [Host(node=n, name=n.name, underlay_ip=u(n).get('ip'), underlay_if=u(n).get('ifname')) for n in nodes]
-
-def testbed_hosts(testbed) -> list:
-    "Bare-metal hosts of an SSH testbed as `Host`s (underlay NIC and address from the inventory)."
-    from researchkit.networks.datapaths import Host
-    spec = {n['name']: n for n in testbed.inventory.spec['nodes']}
-    vms = set(id(v) for v in testbed.vms())
-    out = []
-    for n in testbed.hosts():
-        if id(n) in vms: continue
-        u = spec.get(n.name, {}).get('underlay') or {}
-        out.append(Host(node=n, name=n.name, underlay_ip=u.get('ip'), underlay_if=u.get('ifname')))
-    return out
+    from researchkit.networks.datapaths import testbed_hosts
+    return (testbed_hosts(testbed)[:1] if scenario == 'BMP2VMP' else []) + testbed_hosts(testbed, vms=True)[:need]
 
 def tool_versions(node) -> dict:
     "Versions of the tools this study runs on `node`."
@@ -232,105 +217,82 @@ def _series(df, experiment, metric, **where):
     from researchkit.claims import select
     return select(df, metric, experiment=experiment, **where)
 
-def path_ratio(df, a:str, b:str, *, experiment='throughput', metric='throughput_mbit', max_bytes=None, **where):
-    "(median, q1, q3, n) over repetitions of the geometric-mean ratio a/b across message sizes; None if no data."
-    s = _series(df, experiment, metric, datapath=[a, b], **where)
-    if max_bytes is not None and 'msg_bytes' in s.columns: s = s.filter(pl.col('msg_bytes') <= max_bytes)
-    keys = [k for k in ('msg_bytes', 'ranks_per_pod') if k in s.columns]
-    w = s.group_by(['repetition', *keys, 'datapath']).agg(pl.col('value').median()).pivot(on='datapath', index=['repetition', *keys], values='value')
-    if a not in w.columns or b not in w.columns: return None
-    w = w.drop_nulls([a, b]).filter((pl.col(a) > 0) & (pl.col(b) > 0))
-    if w.is_empty(): return None
-    per_rep = w.group_by('repetition').agg((pl.col(a).log() - pl.col(b).log()).mean().exp().alias('r'))['r'].to_list()
-    return (*iqr(per_rep), len(per_rep))
-
-def fmt_ratio(name:str, r) -> str:
-    if r is None: return f"{name}: no data"
-    med, lo, hi, n = r
-    return f"{name} = {med:.2f} (IQR {lo:.2f}–{hi:.2f}, n={n})"
-
-def _need(r, what):
-    if r is None: raise NotMeasurable(what, "no records of these data paths: not in this run's parameters, or not built here")
-    return r
-
-def _nm_reason(df, **where) -> str|None:
-    s = df.filter(pl.col('metric') == 'not_measurable')
-    for k, v in where.items():
-        if k in s.columns: s = s.filter(pl.col(k) == v)
-    return s['note'][0] if s.height else None
-
 # %% ../../nbs/61_cni_net.ipynb #c021
 def claims():
     "The brief's claims as checks over the records."
-    from researchkit.claims import Claim, Verdict
-    R = lambda ok: 'reproduced' if ok else 'refuted'
+    from researchkit.claims import Claim, Ratio, verdict, ratio, optional, ratio_text, not_measurable_reason
+    def dp_ratio(df, a, b, *, experiment='throughput', metric='throughput_mbit', max_bytes=None, **where):
+        "Data path a over b: per repetition the geometric mean over message sizes (and ranks per pod) of the ratio of medians."
+        if max_bytes is not None and 'msg_bytes' in df.columns: df = df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') <= max_bytes))
+        side = lambda d: {'experiment': experiment, 'datapath': d, **where}
+        return ratio(df, metric, [], side(a), side(b), combine=[k for k in ('msg_bytes', 'ranks_per_pod') if k in df.columns])
     def c1(df):
-        rv = _need(path_ratio(df, 'ovs-vxlan', 'flannel-vxlan', placement='same-host', proto='tcp', scenario='BMP2BMP'), 'ovs-vxlan vs flannel')
-        rg = path_ratio(df, 'ovs-gre', 'flannel-vxlan', placement='same-host', proto='tcp', scenario='BMP2BMP')
-        ok = rv[0] >= 1.03 and (rg is None or rg[0] >= 1.03)
-        return Verdict(R(ok), '; '.join([fmt_ratio('TCP ovs-vxlan/flannel', rv), fmt_ratio('ovs-gre/flannel', rg)]))
+        rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', placement='same-host', proto='tcp', scenario='BMP2BMP')
+        rg = optional(dp_ratio, df, 'ovs-gre', 'flannel-vxlan', placement='same-host', proto='tcp', scenario='BMP2BMP')
+        ok = rv.median >= 1.03 and (rg is None or rg.median >= 1.03)
+        return verdict(ok, '; '.join([rv.text('TCP ovs-vxlan/flannel'), ratio_text('ovs-gre/flannel', rg)]))
     def c2a(df):
         paths = ['bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre', 'macvlan']
-        rs = {p: path_ratio(df, p, 'macvlan', placement='same-host', proto='tcp', scenario='BMP2BMP') for p in paths if p != 'macvlan'}
-        rv = _need(rs.get('ovs-vlan'), 'ovs-vlan vs macvlan')
+        rv = dp_ratio(df, 'ovs-vlan', 'macvlan', placement='same-host', proto='tcp', scenario='BMP2BMP')
+        rs = {p: optional(dp_ratio, df, p, 'macvlan', placement='same-host', proto='tcp', scenario='BMP2BMP') for p in paths if p != 'macvlan'}
         rs = {k: v for k, v in rs.items() if v is not None}
-        slower = [k for k, v in rs.items() if v[0] < 1.0]
-        ok = len(slower) == len(rs) and rv[0] <= 0.95
-        return Verdict(R(ok), f"macvlan faster than {len(slower)}/{len(rs)} other paths"
+        slower = [k for k, v in rs.items() if v.median < 1.0]
+        ok = len(slower) == len(rs) and rv.median <= 0.95
+        return verdict(ok, f"macvlan faster than {len(slower)}/{len(rs)} other paths"
                        + (f" (not: {', '.join(k for k in rs if k not in slower)})" if len(slower) < len(rs) else '') + '; '
-                       + fmt_ratio('TCP ovs-vlan/macvlan', rv)
+                       + rv.text('TCP ovs-vlan/macvlan')
                        + ' (paper ≈ 0.80)')
     def c2b(df):
         si = is_stand_in(df, 'ipvlan')
         if si: raise NotMeasurable('ipvlan', f"ipvlan was only a stand-in on this testbed ({si}); its speed says nothing about ipvlan L2")
-        rs = {p: path_ratio(df, 'ipvlan', p, placement='same-host', proto='tcp', scenario='BMP2BMP')
+        rs = {p: optional(dp_ratio, df, 'ipvlan', p, placement='same-host', proto='tcp', scenario='BMP2BMP')
               for p in ('bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre', 'macvlan', 'sriov')}
         rs = {k: v for k, v in rs.items() if v is not None}
-        _need(rs or None, 'ipvlan')
-        return Verdict(R(all(v[0] < 1.0 for v in rs.values())), '; '.join(fmt_ratio(f'ipvlan/{k}', v) for k, v in rs.items()))
+        if not rs: raise NotMeasurable('ipvlan', "no records of these data paths: not in this run's parameters, or not built here")
+        return verdict(all(v.median < 1.0 for v in rs.values()), '; '.join(v.text(f'ipvlan/{k}') for k, v in rs.items()))
     def sriov_real(df, what):
         si = is_stand_in(df, 'sriov')
         if si: raise NotMeasurable(what, f"no SR-IOV VF on this testbed ({si}); a stand-in has no NIC link-speed bound and no VF/PF path")
     def c3(df):
         sriov_real(df, 'SR-IOV vs kernel paths')
-        small = _need(path_ratio(df, 'sriov', 'macvlan', placement='same-host', proto='tcp', max_bytes=16384), 'sriov')
-        big = path_ratio(df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') > 16384)), 'sriov', 'macvlan', placement='same-host', proto='tcp')
-        return Verdict(R(small[0] > 1 and (big is None or big[0] < 1)), fmt_ratio('≤16 KB sriov/macvlan', small) + '; ' + fmt_ratio('>16 KB', big))
+        small = dp_ratio(df, 'sriov', 'macvlan', placement='same-host', proto='tcp', max_bytes=16384)
+        big = optional(dp_ratio, df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') > 16384)), 'sriov', 'macvlan', placement='same-host', proto='tcp')
+        return verdict(small.median > 1 and (big is None or big.median < 1), small.text('≤16 KB sriov/macvlan') + '; ' + ratio_text('>16 KB', big))
     def c4a(df):
-        rv = _need(path_ratio(df, 'ovs-vxlan', 'flannel-vxlan', placement='different-host', proto='tcp', max_bytes=16384, scenario='BMP2BMP'), 'ovs-vxlan vs flannel')
-        rl = path_ratio(df, 'ovs-vlan', 'flannel-vxlan', placement='different-host', proto='tcp', max_bytes=16384, scenario='BMP2BMP')
-        ok = rv[0] > 1.0 and (rl is None or rl[0] > 1.0)
-        return Verdict(R(ok), fmt_ratio('≤16 KB TCP ovs-vxlan/flannel', rv) + '; ' + fmt_ratio('ovs-vlan/flannel', rl))
+        rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', placement='different-host', proto='tcp', max_bytes=16384, scenario='BMP2BMP')
+        rl = optional(dp_ratio, df, 'ovs-vlan', 'flannel-vxlan', placement='different-host', proto='tcp', max_bytes=16384, scenario='BMP2BMP')
+        ok = rv.median > 1.0 and (rl is None or rl.median > 1.0)
+        return verdict(ok, rv.text('≤16 KB TCP ovs-vxlan/flannel') + '; ' + ratio_text('ovs-vlan/flannel', rl))
     def c4b(df):
         sriov_real(df, 'macvlan vs SR-IOV')
-        r = _need(path_ratio(df, 'macvlan', 'sriov', placement='different-host', proto='tcp'), 'macvlan vs sriov')
-        return Verdict(R(r[0] > 1.0), fmt_ratio('TCP macvlan/sriov', r))
+        r = dp_ratio(df, 'macvlan', 'sriov', placement='different-host', proto='tcp')
+        return verdict(r.median > 1.0, r.text('TCP macvlan/sriov'))
     def vm_claim(scenario):
         def check(df):
-            reason = _nm_reason(df, scenario=scenario)
+            reason = not_measurable_reason(df, scenario=scenario)
             if reason: raise NotMeasurable(scenario, reason)
             a = _series(df, 'throughput', 'throughput_mbit', scenario=scenario, proto='tcp')
             b = _series(df, 'throughput', 'throughput_mbit', scenario='BMP2BMP', proto='tcp', msg_bytes=a['msg_bytes'].unique().to_list() if a.height else [])
             if a.is_empty() or b.is_empty(): raise NotMeasurable(scenario, f"no {scenario} records in this run")
             ra, rb = a['value'].median(), b['value'].median()
             if scenario == 'BMP2VMP':
-                return Verdict(R(ra < 0.5 * rb), f"TCP {scenario} median {ra:.0f} Mbit/s vs BMP2BMP {rb:.0f} Mbit/s (ratio {ra/rb:.2f})")
+                return verdict(ra < 0.5 * rb, f"TCP {scenario} median {ra:.0f} Mbit/s vs BMP2BMP {rb:.0f} Mbit/s (ratio {ra/rb:.2f})")
             bv = _series(df, 'throughput', 'throughput_mbit', scenario='BMP2VMP', proto='tcp')['value'].median()
-            return Verdict(R(bv is not None and ra < bv), f"TCP VMP2VMP/BMP2VMP = {ra/bv:.2f}" if bv else 'no BMP2VMP records')
+            return verdict(bv is not None and ra < bv, f"TCP VMP2VMP/BMP2VMP = {ra/bv:.2f}" if bv else 'no BMP2VMP records')
         return check
     def mpi_ratio(df, a, b, **w):
-        return path_ratio(df, a, b, experiment='mpi', metric='alltoall_avg_ms', scenario='BMP2BMP', **w)
+        return optional(dp_ratio, df, a, b, experiment='mpi', metric='alltoall_avg_ms', scenario='BMP2BMP', **w)
     def c7a(df):
         parts, ok = [], True
         for pl_ in PLACEMENTS:
-            rs = [mpi_ratio(df, o, 'ovs-vlan', placement=pl_) for o in ('flannel-vxlan', 'ovs-vxlan')]
-            rs = [r for r in rs if r is not None]
+            rs = {n: mpi_ratio(df, o, 'ovs-vlan', placement=pl_) for n, o in (('flannel', 'flannel-vxlan'), ('ovs-vxlan', 'ovs-vxlan'))}
+            rs = {n: r for n, r in rs.items() if r is not None}
             if not rs: continue
-            med = sum(r[0] for r in rs) / len(rs)
+            med = sum(r.median for r in rs.values()) / len(rs)
             ok &= med >= 1.03
-            parts.append(f"{pl_}: overlay/ovs-vlan latency = {med:.2f} (" + ', '.join(fmt_ratio(n, r) for n, r in zip(('flannel', 'ovs-vxlan'), rs)) + ')')
+            parts.append(f"{pl_}: overlay/ovs-vlan latency = {med:.2f} (" + ', '.join(r.text(n) for n, r in rs.items()) + ')')
         if not parts: raise NotMeasurable('MPI all-to-all', 'no MPI records for ovs-vlan and an overlay path in this run')
-        return Verdict(R(ok), '; '.join(parts) + ' (paper: 1.00–1.11)')
+        return verdict(ok, '; '.join(parts) + ' (paper: 1.00–1.11)')
     def c7b(df):
         s = _series(df, 'mpi', 'alltoall_avg_ms', scenario='BMP2BMP')
         if s.is_empty() or s['placement'].n_unique() < 2: raise NotMeasurable('MPI placement', 'needs MPI records at both placements')
@@ -338,10 +300,10 @@ def claims():
               .pivot(on='placement', index=['datapath', 'ranks_per_pod', 'repetition'], values='value').drop_nulls())
         if w.is_empty(): raise NotMeasurable('MPI placement', 'no data path measured at both placements')
         w = w.with_columns((pl.col('different-host') / pl.col('same-host')).alias('r'))
-        med, lo, hi = iqr(w['r'].to_list())
+        spread = Ratio(*iqr(w['r'].to_list()), w.height, True)
         per = w.group_by(['datapath', 'ranks_per_pod']).agg(pl.col('r').median()).sort(['datapath', 'ranks_per_pod'])
         faster = per.filter(pl.col('r') < 1).height
-        return Verdict(R(faster == per.height), f"different-/same-host latency = {med:.2f} (IQR {lo:.2f}–{hi:.2f}, n={w.height}); "
+        return verdict(faster == per.height, f"{spread.text('different-/same-host latency')}; "
                        f"different-host faster in {faster}/{per.height} (data path, ranks) pairs: "
                        + ', '.join(f"{r['datapath']}×{r['ranks_per_pod']} {r['r']:.2f}" for r in per.iter_rows(named=True))
                        + ' (paper: 0.74–0.80)')
@@ -382,6 +344,19 @@ def run_experiment(experiment:str, # 'throughput' | 'latency' | 'mpi'
     return sweep(store, study=NAME, experiment=experiment, points=points, repetitions=P['repetitions'],
                  measure=measure_fn(experiment, P, topologies, teardown, testbed=testbed, capabilities=capabilities),
                  prov=prov, testbed=testbed_name, progress=progress)
+
+# %% ../../nbs/61_cni_net.ipynb #c028
+def measure(run, P:dict) -> None:
+    "The method on the campaign `run`: build and time every data path, then sweep throughput, UDP latency and MPI all-to-all (resuming)."
+    from researchkit.networks.datapaths import testbed_hosts
+    tb, caps = run.testbed, run.capabilities
+    topologies = Topologies(run.teardown, hosts=None if tb.is_local else testbed_hosts(tb), capabilities=caps,
+                            wire_rate_mbit=tb.inventory.spec.get('local', {}).get('wire_rate_mbit') if tb.is_local else None)
+    n = record_inventory(run.store, P, topologies, prov=run.provenance()(), testbed_name=tb.name, testbed=tb, capabilities=caps)
+    print(f"data-path inventory: {n} new records")
+    for experiment, points in plan(P).items():
+        if points: run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps))
+    topologies.close()
 
 # %% ../../nbs/61_cni_net.ipynb #c025
 def _summary(df, experiment, metric, by):
@@ -454,15 +429,13 @@ def notes(df:pl.DataFrame) -> list[str]:
         t = inv.group_by('datapath').agg(pl.col('note').last().alias('variant'), (pl.col('value').median() * 1000).round(0).alias('setup_ms'))
         from researchkit.networks.datapaths import DATAPATHS
         paper = {d: DATAPATHS[d].paper_name if d in DATAPATHS else d for d in t['datapath']}
-        out += ['### Data paths on this testbed', '', '| data path | paper | built here | setup (ms, median) |', '|---|---|---|---|']
-        out += [f"| {r['datapath']} | {paper[r['datapath']]} | {r['variant']} | {r['setup_ms']:.0f} |"
+        rows = [[r['datapath'], paper[r['datapath']], r['variant'], r['setup_ms']]
                 for r in t.sort(pl.col('datapath').replace_strict({d: i for i, d in enumerate(DATAPATH_NAMES)}, default=99)).iter_rows(named=True)]
-        out += ['']
+        out += ['### Data paths on this testbed', '', *markdown_table(['data path', 'paper', 'built here', 'setup (ms, median)'], rows), '']
     m = mpi_table(df)
     if m.height:
-        out += ['### MPI_Alltoall, 8 pods × 4 ranks, 16 KB (Table 3 layout)', '', '| scenario | placement | data path | measured (ms, median) | n | paper (ms, other hardware) |', '|---|---|---|---|---|---|']
-        out += [f"| {r['scenario']} | {r['placement']} | {r['datapath']} | {r['measured_ms']} | {r['n']} | {'' if r['paper_ms'] is None else r['paper_ms']} |"
-                for r in m.iter_rows(named=True)]
+        out += ['### MPI_Alltoall, 8 pods × 4 ranks, 16 KB (Table 3 layout)', '',
+                *markdown_table(['scenario', 'placement', 'data path', 'measured (ms, median)', 'n', 'paper (ms, other hardware)'], m.rows())]
     return out
 
 # %% ../../nbs/61_cni_net.ipynb #c027
@@ -472,3 +445,7 @@ def mpi_table(df:pl.DataFrame) -> pl.DataFrame:
     if s.is_empty(): return s
     return (s.filter(pl.col('ranks_per_pod') == 4).join(TABLE3, on=['scenario', 'placement', 'datapath'], how='left')
              .select('scenario', 'placement', 'datapath', pl.col('median').round(3).alias('measured_ms'), 'n', pl.col('paper_ms')))
+
+# %% ../../nbs/61_cni_net.ipynb #c030
+study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
+              figures=figures, notes=notes, tools=tool_versions)

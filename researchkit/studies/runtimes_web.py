@@ -8,14 +8,16 @@ Docs: https://researchkit.github.io/researchkit/runtimes_web.html.md"""
 from __future__ import annotations
 import math, pathlib, time
 import polars as pl
-from ..core import Field, ConfigError, NotMeasurable
+from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..teardown import Teardown
 from ..claims import iqr
+from .contract import Study
+from ..networks.datapaths import PLACEMENTS
 
 # %% auto #0
-__all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'PLACEMENTS', 'SUCCESS_KNEE', 'COLLAPSE', 'GRID', 'SCHEMA',
-           'PAPER_KNEES', 'PAPER_GAPS_S', 'rate_grid', 'check_host', 'preflight', 'plan', 'Servers', 'tool_versions',
-           'measure_fn', 'run_sweep', 'curve', 'knee', 'gap', 'capacity', 'claims', 'figures', 'cpu_table',
+__all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'GRID', 'SCHEMA', 'PAPER_KNEES',
+           'PAPER_GAPS_S', 'study', 'rate_grid', 'check_host', 'preflight', 'plan', 'Servers', 'tool_versions',
+           'measure_fn', 'run_sweep', 'measure', 'curve', 'knee', 'gap', 'capacity', 'claims', 'figures', 'cpu_table',
            'knee_table', 'notes']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
@@ -24,7 +26,6 @@ TITLE = 'Web application on runc vs runsc (gVisor) under open-loop load'
 SEED = '002_ae8bbc472b554831.txt'
 RUNTIME_NAMES = ('runc', 'runsc', 'crun', 'process', 'kata')  # the paper compares runc and runsc
 ENDPOINTS = ('cpu', 'io')
-PLACEMENTS = ('same-host', 'different-host')
 SUCCESS_KNEE = 0.99   # "the rate where success starts to fall": the first rate whose success rate is below this
 COLLAPSE = 0.5        # success at or below this: the server has collapsed
 
@@ -83,10 +84,10 @@ def preflight(P:dict, inventory) -> None:
     if all(n.get('kind') == 'local' for n in inventory.spec['nodes']): check_host(P, os.cpu_count())
 
 # %% ../../nbs/62_runtimes_web.ipynb #c013
-def plan(P:dict) -> list[dict]:
-    "The points of the load sweep for validated parameters `P`."
-    return [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'])
-            for rt in P['runtimes'] for ep in P['endpoints'] for r in rate_grid(P['rates'][ep])]
+def plan(P:dict) -> dict[str, list[dict]]:
+    "The points of the load sweep (experiment 'load') for validated parameters `P`."
+    return {'load': [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'])
+                     for rt in P['runtimes'] for ep in P['endpoints'] for r in rate_grid(P['rates'][ep])]}
 
 # %% ../../nbs/62_runtimes_web.ipynb #c016
 class Servers:
@@ -186,8 +187,24 @@ def measure_fn(P:dict, servers:Servers):
 def run_sweep(P:dict, store, *, servers:Servers, prov, testbed_name:str, progress:bool=True):
     "Sweep every point (resuming: recorded points are skipped)."
     from researchkit.results.sweep import sweep
-    return sweep(store, study=NAME, experiment='load', points=plan(P), repetitions=P['repetitions'],
+    return sweep(store, study=NAME, experiment='load', points=plan(P)['load'], repetitions=P['repetitions'],
                  measure=measure_fn(P, servers), prov=prov, testbed=testbed_name, progress=progress)
+
+# %% ../../nbs/62_runtimes_web.ipynb #c033
+def measure(run, P:dict) -> None:
+    "The method on the campaign `run`: the image, two pods joined by a bridge, the server container, then the load sweep (resuming)."
+    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
+    from researchkit.networks.datapaths import Topology, testbed_hosts
+    tb = run.testbed
+    server_host = tb.hosts()[0]
+    check_host(P, int(server_host.facts()['cores']))
+    image = rootfs_image(WEB_PACKAGES, node=server_host)
+    topo = Topology('bridge', placement=P['placement'], pods=2, teardown=run.teardown,
+                    hosts=None if tb.is_local else testbed_hosts(tb)).up()
+    servers = Servers(run.teardown, P, topology=topo, image=image)
+    print(f"image {image}; server pod {topo.pods[0].name} {topo.pods[0].ip} on {topo.hosts[topo.pods[0].host].name}; "
+          f"client pod {topo.pods[-1].name} on {topo.hosts[topo.pods[-1].host].name}")
+    run.sweep('load', plan(P)['load'], measure_fn(P, servers), tools=tool_versions(server_host, image))
 
 # %% ../../nbs/62_runtimes_web.ipynb #c020
 def curve(df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate') -> pl.DataFrame:
@@ -302,27 +319,19 @@ def _curves(df, metric) -> pl.DataFrame:
     s = select(df, metric, experiment='load')
     return s if s.is_empty() else summarize(s, ['endpoint', 'runtime', 'rate'], metric)
 
-def _knee_rules(endpoint:str, y_title:str):
-    import altair as alt
-    r = PAPER_KNEES.filter(pl.col('endpoint') == endpoint).with_columns(
-        pl.format('paper knee {} ({} req/s, 4-core VM)', pl.col('runtime'), pl.col('rate')).alias('reference'))
-    return alt.Chart(r).mark_rule(strokeDash=[6, 4], strokeWidth=1.5).encode(
-        x='rate:Q', color=alt.Color('runtime:N', title='runtime'),
-        tooltip=['reference:N'])
-
 _EP = {'cpu': 'CPU endpoint', 'io': 'I/O endpoint'}
 
 def _panel(d, endpoint, y, y_title, *, log_y=False, title=''):
-    import altair as alt
-    from researchkit.figures import line_chart
+    from researchkit.figures import line_chart, reference_rules
     s = d.filter(pl.col('endpoint') == endpoint)
     ch = line_chart(s, x='rate', y=y, color='runtime', log_x=True, log_y=log_y, y_err=('q1', 'q3'),
                     x_title='request rate (req/s, log)', y_title=y_title, width=320, height=220)
-    k = (PAPER_KNEES.filter(pl.col('endpoint') == endpoint).group_by('rate', maintain_order=True)
-         .agg(pl.col('runtime').str.join(', ')))
+    knees = PAPER_KNEES.filter(pl.col('endpoint') == endpoint)
+    rules = knees.with_columns(pl.format('paper knee {} ({} req/s, 4-core VM)', pl.col('runtime'), pl.col('rate')).alias('reference'))
+    k = knees.group_by('rate', maintain_order=True).agg(pl.col('runtime').str.join(', '))   # one label per rate
     k = k.with_columns(pl.format('paper knee {}: {} req/s', pl.col('runtime'), pl.col('rate').cast(pl.Int64)).alias('t'))
-    label = alt.Chart(k).mark_text(angle=270, align='left', dx=4, dy=-5, fontSize=10, color='gray').encode(x='rate:Q', y=alt.value(216), text='t:N')
-    return alt.layer(ch, _knee_rules(endpoint, y_title), label).properties(title=title or endpoint)
+    return (reference_rules(ch, rules, x='rate', color='runtime', tooltip='reference', text='t', labels=k, label_y=216)
+            .properties(title=title or endpoint))
 
 def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
     "Write Fig. 2, Fig. 3, the p99 response times and the CPU-per-request table (PNG + SVG) into `outdir` from the records alone."
@@ -389,20 +398,20 @@ def knee_table(df:pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={'endpoint': pl.Utf8, 'runtime': pl.Utf8, 'knee (req/s)': pl.Utf8, 'capacity (req/s)': pl.Float64,
                                       'largest gap to runc (s)': pl.Float64, 'paper knee (req/s, 4-core VM)': pl.Float64}, orient='row')
 
-def _md(t:pl.DataFrame) -> list[str]:
-    f = lambda v: '—' if v is None else (f"{v:g}" if isinstance(v, float) else str(v))
-    return ['| ' + ' | '.join(t.columns) + ' |', '|' + '---|' * len(t.columns)] + ['| ' + ' | '.join(f(v) for v in r) + ' |' for r in t.iter_rows()]
-
 def notes(df:pl.DataFrame) -> list[str]:
     "Markdown for the report: knees and capacities, CPU per request, runtimes that could not run here and why."
     from researchkit.results.records import NOT_MEASURABLE
     out = []
     k = knee_table(df)
-    if k.height: out += ['### Knees, capacity and response-time gaps', '', *_md(k), '']
+    if k.height: out += ['### Knees, capacity and response-time gaps', '', *markdown_table(k.columns, k.rows()), '']
     c = cpu_table(df)
-    if c.height: out += ['### Container CPU per request (below the knee)', '', *_md(c), '']
+    if c.height: out += ['### Container CPU per request (below the knee)', '', *markdown_table(c.columns, c.rows()), '']
     nm = df.filter(pl.col('metric') == NOT_MEASURABLE)
     if nm.height and 'runtime' in nm.columns:
         out += ['### Runtimes not measurable on this testbed', '']
         out += [f"- **{r['runtime']}**: {r['note']}" for r in nm.unique('runtime', keep='first').sort('runtime').iter_rows(named=True)]
     return out
+
+# %% ../../nbs/62_runtimes_web.ipynb #c035
+study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
+              figures=figures, notes=notes, preflight=preflight, tools=tool_versions)

@@ -1,4 +1,4 @@
-"""What a node can run, measured by trying: link types and qdiscs in a throwaway namespace, BPF program loads, tools, runtimes.
+"""What a node can run, measured by trying: link types and qdiscs in a throwaway namespace, BPF program loads, tools.
 
 Docs: https://researchkit.github.io/researchkit/capabilities.html.md"""
 
@@ -14,16 +14,15 @@ from .nodes import Node, Result
 
 # %% auto #0
 __all__ = ['AREAS', 'LINK_TRIES', 'QDISC_TRIES', 'TC_BPF_SRC', 'BPF_PROG_TYPES', 'TOOLS', 'TOOL_DIRS', 'Cap', 'Capabilities',
-           'probe_cpu', 'probe_virt', 'bpf_object', 'probe_network', 'probe_bpf', 'probe_tools', 'probe_runtimes',
-           'probe', 'doctor', 'format_doctor']
+           'probe_cpu', 'probe_virt', 'bpf_object', 'probe_network', 'probe_bpf', 'probe_tools', 'probe']
 
 # %% ../../nbs/13_capabilities.ipynb #c005
-AREAS = ('cpu', 'virt', 'network', 'bpf', 'runtimes', 'tools')
+AREAS = ('cpu', 'virt', 'network', 'bpf', 'tools')   # what `probe` measures; layers above add rows of their own (e.g. runtimes)
 
 @dataclass
 class Cap:
     "One capability: available or not, with the version found or the measured reason."
-    area: str       # cpu, virt, network, bpf, runtimes, tools
+    area: str       # one of AREAS, or an area added above the testbed layer (`researchkit.doctor` adds runtimes)
     item: str       # e.g. vxlan, lsm, iperf3
     available: bool
     detail: str     # version/value when available; the error text of the attempt when not
@@ -33,12 +32,13 @@ def _err(r:Result) -> str:
     return ' '.join((r.stderr.strip() or r.stdout.strip() or f'exit code {r.rc}').split())
 
 class Capabilities:
-    "The capabilities of one node: `has(item)`, `reason(item)`, `table()`; items may be qualified, e.g. `tools.runc`."
+    "The capabilities of one node: `has(item)`, `reason(item)`, `table()`; items may be qualified by area, e.g. `tools.runc`."
     def __init__(self, node:str, rows:list[Cap]): self.node, self.rows = node, list(rows)
 
     def _find(self, item:str) -> Cap:
-        area, _, name = item.rpartition('.') if item.split('.', 1)[0] in AREAS else ('', '', item)
-        for r in sorted(self.rows, key=lambda r: AREAS.index(r.area) if r.area in AREAS else 99):
+        areas = set(AREAS) | {r.area for r in self.rows}
+        area, _, name = item.rpartition('.') if item.split('.', 1)[0] in areas else ('', '', item)
+        for r in self.rows:   # row order: a bare name is the first row with that item
             if r.item == name and (not area or r.area == area): return r
         raise KeyError(f"{item!r}: no such capability on {self.node}; known: {', '.join(sorted({r.item for r in self.rows}))}")
 
@@ -46,7 +46,7 @@ class Capabilities:
         try: self._find(item); return True
         except KeyError: return False
     def has(self, item:str) -> bool:
-        "Is `item` available? (bare names look in the areas in order cpu, virt, network, bpf, runtimes, tools)"
+        "Is `item` available? (a bare name is the first row with that item, in row order: cpu, virt, network, bpf, [runtimes,] tools)"
         return self._find(item).available
     def reason(self, item:str) -> str:
         "Why `item` is unavailable (the measured error); '' when it is available."
@@ -112,8 +112,8 @@ def probe_virt(node:Node) -> list[Cap]:
 LINK_TRIES = [  # item, arguments of `ip link add` ({p}: name prefix), needs the veth pair
     ('veth', '{p}v0 type veth peer name {p}v1', False),
     ('bridge', '{p}br type bridge', False),
-    ('bridge-vlan-filtering', '{p}bf type bridge vlan_filtering 1', False),
-    ('vlan', 'link {p}v0 name {p}vl type vlan id 10', True),
+    ('bridge-vlan-filtering', '{p}bf type bridge vlan_filtering 1', False),  # 802.1Q inside a bridge
+    ('8021q', 'link {p}v0 name {p}vl type vlan id 10', True),            # an 802.1Q vlan device
     ('vxlan', '{p}vx type vxlan id 42 dstport 4789', False),
     ('macvlan', '{p}mv link {p}v0 type macvlan mode bridge', True),
     ('macvlan-passthru', '{p}mp link {p}v1 type macvlan mode passthru', True),
@@ -339,11 +339,6 @@ def probe_tools(node:Node, *, extra_dirs:list[str]=()) -> list[Cap]:
         else: rows.append(Cap('tools', t, False, f"{path} does not run: {' '.join(text.split())[:200] or f'exit code {rc}'}"))
     return rows
 
-def probe_runtimes(node:Node) -> list[Cap]:
-    "Every container runtime of `researchkit.runtimes`, tried on `node` (version call and a tiny container); the reason when it cannot run."
-    from researchkit.runtimes.adapters import runtime_rows
-    return [Cap('runtimes', name, ok, why) for name, ok, why in runtime_rows(node)]
-
 # %% ../../nbs/13_capabilities.ipynb #c020
 _CACHE: dict[tuple, Capabilities] = {}
 
@@ -356,32 +351,11 @@ def probe(node:Node,                  # where to measure
     if bad: raise ValueError(f"unknown area {bad[0]!r}; areas: {', '.join(AREAS)}")
     key = (node.name, tuple(areas))
     if not refresh and key in _CACHE: return _CACHE[key]
-    rows, virt, tools = [], [], []
+    rows = []
     if 'cpu' in areas: rows += probe_cpu(node)
-    if 'virt' in areas: virt = probe_virt(node)
-    if 'virt' in areas: rows += virt
+    if 'virt' in areas: rows += probe_virt(node)
     if 'network' in areas: rows += probe_network(node)
     if 'bpf' in areas: rows += probe_bpf(node)
-    if 'tools' in areas: tools = probe_tools(node)
-    if 'runtimes' in areas: rows += probe_runtimes(node)
-    if 'tools' in areas: rows += tools
+    if 'tools' in areas: rows += probe_tools(node)
     caps = _CACHE[key] = Capabilities(node.name, rows)
     return caps
-
-def doctor(testbed=None,   # a `Testbed`, an inventory name/path, or None for the default testbed
-           *, refresh:bool=False, areas:tuple|list=AREAS) -> dict[str, Capabilities]:
-    "Probe every node of a testbed: {node name: Capabilities}."
-    from researchkit.testbed.inventory import Testbed
-    own = not isinstance(testbed, Testbed)
-    tb = Testbed(testbed) if own else testbed
-    try: return {name: probe(n, refresh=refresh, areas=areas) for name, n in tb.nodes.items()}
-    finally:
-        if own: tb.close()
-
-def format_doctor(caps:dict[str, Capabilities], *, testbed:str|None=None) -> str:
-    "Text report of `doctor`: one aligned table per node (✓ with the version, ✗ with the measured reason)."
-    out = [f"researchkit doctor — testbed {testbed}" if testbed else 'researchkit doctor']
-    for name, c in caps.items():
-        n_ok = sum(r.available for r in c.rows)
-        out += ['', str(c), f"  {n_ok}/{len(c.rows)} available on {name}"]
-    return '\n'.join(out)
