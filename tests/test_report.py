@@ -4,8 +4,18 @@ from researchkit.core import ConfigError
 from researchkit.results.store import ResultStore
 from researchkit.claims import Claim, verdict, ratio, summarize
 from researchkit.figures import line_chart, save_chart
-from researchkit.report import build_report
+from researchkit.report import build_report as _build_report
+from researchkit.core import Field
+from researchkit.studies.contract import Study
 from _results_fixtures import rows, PROV
+
+def build_report(**kw):
+    "The report of the fixtures' campaigns (recorded with profile smoke)."
+    return _build_report(profile=PROV['profile'], **kw)
+
+def _study(name, title, claims, figures=lambda df, outdir: []):
+    return Study(name=name, title=title, seed='none', schema={'repetitions': Field(int)}, plan=lambda P: {},
+                 measure=lambda run, P: None, claims=claims, figures=figures)
 
 def _fake_study(name='cni-demo', *, figures=True, broken=False):
     "A tiny study object (fixture): two claims over throughput records, one figure."
@@ -23,9 +33,7 @@ def _fake_study(name='cni-demo', *, figures=True, broken=False):
         s = summarize(df, ['path', 'size'], 'gbps')
         ref = pl.DataFrame({'size': [64], 'median': [5.0], 'path': ['bridge']})
         return save_chart(line_chart(s, x='size', y='median', color='path', log_x=True, y_err=('q1', 'q3'), ref=ref, title='tput'), outdir, 'tput')
-    ns = types.SimpleNamespace(NAME=name, TITLE='Container networking (demo)', claims=claims)
-    if figures: ns.figures = figs
-    return ns
+    return _study(name, 'Container networking (demo)', claims, figs if figures else (lambda df, outdir: []))
 
 def _fill(root, study='cni-demo'):
     st = ResultStore(root)
@@ -38,7 +46,7 @@ def _fill(root, study='cni-demo'):
 
 def test_report(tmp_path):
     _fill(tmp_path/'results')
-    later = types.SimpleNamespace(NAME='hlf-kata', TITLE='Fabric on Kata', claims=lambda: [])
+    later = _study('hlf-kata', 'Fabric on Kata', lambda: [])
     out = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(), later])
     assert out == tmp_path/'figures'/'REPORT.md'
     text = out.read_text()
@@ -63,7 +71,7 @@ def test_report(tmp_path):
             '| Fabric on Kata | not yet run | | | |\n') in text
 
 def test_summary_table_escapes_a_title(tmp_path):
-    odd = types.SimpleNamespace(NAME='odd', TITLE='runc | runsc', claims=lambda: [])
+    odd = _study('odd', 'runc | runsc', lambda: [])
     text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[odd]).read_text()
     assert '| runc \\| runsc | not yet run | | | |' in text
 
@@ -74,11 +82,15 @@ def test_report_is_stable(tmp_path):
     build_report(**kw)
     assert out.read_text() == first and {p: p.stat().st_mtime_ns for p in (tmp_path/'figures').rglob('*.*')} == mtimes
 
-def test_study_without_figures_links_existing_files(tmp_path):
+def test_study_without_figures(tmp_path):
     _fill(tmp_path/'results')
-    d = tmp_path/'figures'/'cni-demo'; d.mkdir(parents=True); (d/'old.png').write_bytes(b'\x89PNG\r\n\x1a\n')
     text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)]).read_text()
-    assert '![old](cni-demo/old.png)' in text
+    assert '### Figures\n\n_No figures._' in text
+
+def test_only_the_named_profile_is_reported(tmp_path):
+    _fill(tmp_path/'results')   # a smoke campaign: the reproduction report (profile quick) does not describe it
+    text = _build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study()]).read_text()
+    assert 'not yet run' in text and '### Claims' not in text
 
 def test_nothing_run_yet(tmp_path):
     text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study()]).read_text()
@@ -89,4 +101,4 @@ def test_a_broken_check_fails_the_report(tmp_path):
     with pytest.raises(pl.exceptions.ColumnNotFoundError):
         build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(broken=True)])
     with pytest.raises(ConfigError):
-        build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[types.SimpleNamespace(NAME='x')])
+        build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[types.SimpleNamespace(name='x')])
