@@ -14,18 +14,22 @@ from .core import ConfigError, NotMeasurable, markdown_table
 from .results.records import NOT_MEASURABLE
 
 # %% auto #0
-__all__ = ['STATUSES', 'EVAL_SCHEMA', 'Verdict', 'verdict', 'Claim', 'evaluate', 'select', 'summarize', 'not_measurable_reason',
-           'iqr', 'Ratio', 'ratio', 'optional', 'ratio_text', 'claims_markdown']
+__all__ = ['STATUSES', 'CONFIDENCE', 'EVAL_SCHEMA', 'RESAMPLES', 'MIN_REPETITIONS', 'Verdict', 'verdict', 'Claim', 'evaluate',
+           'select', 'summarize', 'not_measurable_reason', 'iqr', 'geomean', 'bootstrap', 't_quantile', 't_interval',
+           'Band', 'at_least', 'at_most', 'within', 'decide', 'all_hold', 'Ratio', 'ratio', 'optional', 'ratio_text',
+           'claims_markdown']
 
 # %% ../nbs/50_claims.ipynb #c004
-STATUSES = ('reproduced', 'refuted', 'not measurable')
+STATUSES = ('reproduced', 'refuted', 'inconclusive', 'not measurable')
+CONFIDENCE = 0.95   # the level of every interval a verdict is decided on
 
 @dataclass
 class Verdict:
     "The outcome of one claim's check."
-    status: str       # 'reproduced' | 'refuted' | 'not measurable'
-    measured: str     # the numbers behind it, with spread, e.g. "ovs-vxlan/flannel = 1.08 (IQR 1.03–1.12, n=3)"
-    reason: str = ''  # for not measurable: the measured reason
+    status: str       # 'reproduced' | 'refuted' | 'inconclusive' | 'not measurable'
+    measured: str     # the numbers behind it, with their interval, e.g. "ovs-vxlan/flannel = 1.08 [95 % CI 1.03–1.12, n=3]"
+    reason: str = ''  # not measurable: the measured reason; inconclusive: how far the interval reaches and what would decide it
+    needed: int|None = None  # inconclusive: roughly how many repetitions would decide it (None: unknown)
 
     def __post_init__(self):
         if self.status not in STATUSES: raise ConfigError('Verdict.status', f"{self.status!r} is not one of {', '.join(STATUSES)}")
@@ -33,7 +37,7 @@ class Verdict:
 def verdict(ok:bool,      # did the measurement bear the claim out?
             measured:str, # the numbers behind it
            ) -> Verdict:
-    "`Verdict('reproduced' if ok else 'refuted', measured)`."
+    "`Verdict('reproduced' if ok else 'refuted', measured)`: for a check with no noise to weigh (a count, a label)."
     return Verdict('reproduced' if ok else 'refuted', measured)
 
 @dataclass
@@ -43,12 +47,13 @@ class Claim:
     text: str                                # the claim in a sentence
     paper: str                               # the paper's statement / numbers
     check: Callable[[pl.DataFrame], Verdict] # records (as `ResultStore.load` gives them) -> verdict
+    needs: list[dict]|None = None            # the points the verdict depends on (filters like `select`'s, with 'experiment'): an undecided claim gets more repetitions of these
 
 # %% ../nbs/50_claims.ipynb #c006
-EVAL_SCHEMA = {'id': pl.Utf8, 'text': pl.Utf8, 'paper': pl.Utf8, 'status': pl.Utf8, 'measured': pl.Utf8, 'reason': pl.Utf8}
+EVAL_SCHEMA = {'id': pl.Utf8, 'text': pl.Utf8, 'paper': pl.Utf8, 'status': pl.Utf8, 'measured': pl.Utf8, 'reason': pl.Utf8, 'needed': pl.Int64}
 
 def evaluate(claims:list[Claim], df:pl.DataFrame) -> pl.DataFrame:
-    "Run every claim's check on `df`: one row per claim (id, text, paper, status, measured, reason)."
+    "Run every claim's check on `df`: one row per claim (id, text, paper, status, measured, reason, needed)."
     ids = [c.id for c in claims]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup: raise ConfigError('claims', f"duplicate claim ids {dup}")
@@ -58,7 +63,8 @@ def evaluate(claims:list[Claim], df:pl.DataFrame) -> pl.DataFrame:
             v = c.check(df)
             if not isinstance(v, Verdict): raise TypeError(f"claim {c.id}: check returned {type(v).__name__}, not a Verdict")
         except NotMeasurable as e: v = Verdict('not measurable', '', e.reason or str(e))
-        rows.append({'id': c.id, 'text': c.text, 'paper': c.paper, 'status': v.status, 'measured': v.measured, 'reason': v.reason})
+        rows.append({'id': c.id, 'text': c.text, 'paper': c.paper, 'status': v.status, 'measured': v.measured, 'reason': v.reason,
+                     'needed': v.needed})
     return pl.DataFrame(rows, schema=EVAL_SCHEMA, orient='row') if rows else pl.DataFrame(schema=EVAL_SCHEMA)
 
 # %% ../nbs/50_claims.ipynb #c008
@@ -108,22 +114,122 @@ def iqr(xs:list[float]) -> tuple[float, float, float]:
     "(median, first quartile, third quartile) of `xs`, linear interpolation."
     return _q(xs, 0.5), _q(xs, 0.25), _q(xs, 0.75)
 
+def geomean(xs:list[float]) -> float:
+    "Geometric mean of positive numbers (the mean of ratios that treats ×2 and ×½ alike)."
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+RESAMPLES = 4000   # bootstrap resamples; seeded, so the same records always give the same interval
+MIN_REPETITIONS = 3  # fewer values give no interval (a bootstrap of 2 values is just their range)
+
+def bootstrap(samples:list[list[float]],   # one list per independent group (paired ratios: one list; unpaired a/b: two)
+              stat:Callable=None,          # resampled groups -> statistic; default the geometric mean of the first group
+              *, level:float=CONFIDENCE, resamples:int=RESAMPLES, seed:int=0,
+             ) -> tuple[float, float, float]:
+    "(estimate, low, high): the statistic and its percentile-bootstrap interval, each group resampled with replacement; (est, -inf, inf) when a group has fewer than `MIN_REPETITIONS` values."
+    import random
+    stat = stat or (lambda g: geomean(g[0]))
+    est = stat(samples)
+    if any(len(g) < MIN_REPETITIONS for g in samples): return est, -math.inf, math.inf
+    rng = random.Random(seed)
+    draws = sorted(stat([rng.choices(g, k=len(g)) for g in samples]) for _ in range(resamples))
+    a = (1 - level) / 2
+    return est, _q(draws, a), _q(draws, 1 - a)
+
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+def t_quantile(df:int, level:float=CONFIDENCE) -> float:
+    "Two-sided Student-t critical value: the table for 95 % up to 30 degrees of freedom, else a Cornish–Fisher expansion."
+    if level == 0.95 and df <= 30: return _T975[df - 1]
+    from statistics import NormalDist
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+def t_interval(xs:list[float], level:float=CONFIDENCE) -> tuple[float, float, float]:
+    "(mean, low, high): the Student-t interval of the mean (Georges et al.: the right interval for few repetitions); (mean, -inf, inf) below `MIN_REPETITIONS` values."
+    n = len(xs); m = sum(xs) / n
+    if n < MIN_REPETITIONS: return m, -math.inf, math.inf
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    h = t_quantile(n - 1, level) * sd / math.sqrt(n)
+    return m, m - h, m + h
+
+@dataclass(frozen=True)
+class Band:
+    "The values of a statistic that bear a claim out, e.g. `at_least(1.03)` for 'a beats b by a few per cent'."
+    low: float = -math.inf
+    high: float = math.inf
+    def __str__(self):
+        if math.isinf(self.low): return f"≤ {self.high:.3g}"
+        if math.isinf(self.high): return f"≥ {self.low:.3g}"
+        return f"{self.low:.3g}–{self.high:.3g}"
+    def edges(self) -> list[float]: return [e for e in (self.low, self.high) if math.isfinite(e)]
+
+def at_least(x:float) -> Band: return Band(low=x)
+def at_most(x:float) -> Band: return Band(high=x)
+def within(lo:float, hi:float) -> Band: return Band(lo, hi)
+
+def decide(estimate:float, low:float, high:float, # the statistic and its interval
+           band:Band,                             # where the claim holds
+           *, n:int,                              # repetitions behind the interval
+           label:str='',                          # e.g. 'TCP ovs-vxlan/flannel'
+           digits:int=2) -> Verdict:
+    "Reproduced when the whole interval lies in `band`, refuted when none of it does, else inconclusive (saying how far it reaches past the band's edge and about how many repetitions would decide it)."
+    f = lambda x: '∞' if math.isinf(x) else f"{x:.{digits}f}"
+    measured = f"{label + ' = ' if label else ''}{estimate:.{digits}f} [{CONFIDENCE:.0%} CI {f(low)}–{f(high)}, n={n}] vs {band}"
+    if band.low <= low and high <= band.high: return Verdict('reproduced', measured)
+    if high < band.low or low > band.high: return Verdict('refuted', measured)
+    if math.isinf(low) or math.isinf(high):
+        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: n={n} gives no interval; measure at least {MIN_REPETITIONS} repetitions", MIN_REPETITIONS)
+    edge = min((e for e in band.edges() if low <= e <= high), key=lambda e: abs(e - estimate))
+    dist, half = abs(estimate - edge), (high - low) / 2
+    needed = math.ceil(n * (half / dist) ** 2) if dist > 0 else None
+    reason = (f"{label or 'the interval'}: {f(low)}–{f(high)} straddles {edge:g} ({f(edge - low)} below, {f(high - edge)} above); "
+              + (f"about {needed} repetitions (now {n}) would decide it if the spread stays as it is" if needed
+                 else "the estimate sits on the edge: more repetitions narrow the interval but may not decide it"))
+    return Verdict('inconclusive', measured, reason, needed)
+
+def all_hold(*verdicts:Verdict, measured:str|None=None) -> Verdict:
+    "A claim made of parts that must all hold: refuted if any part is, reproduced if all are, else inconclusive."
+    st = [v.status for v in verdicts]
+    m = measured if measured is not None else '; '.join(v.measured for v in verdicts)
+    if 'refuted' in st: return Verdict('refuted', m)
+    if all(s == 'reproduced' for s in st): return Verdict('reproduced', m)
+    open_ = [v for v in verdicts if v.status == 'inconclusive']
+    needed = [v.needed for v in open_ if v.needed]
+    return Verdict('inconclusive', m, '; '.join(v.reason for v in open_), max(needed) if needed else None)
+
 @dataclass
 class Ratio:
-    "A ratio of two variants over repetitions; unpacks as `(median, (low, high), n)`."
+    "A ratio of two variants over repetitions; its estimate is the geometric mean, with an interval (`interval`). Unpacks as `(median, (low, high), n)` (the IQR)."
     median: float
     low: float     # first quartile of the ratios
     high: float    # third quartile
     n: int         # number of ratios (pairs), or the smaller side's count when unpaired
     paired: bool   # True when ratios were paired by repetition
+    samples: tuple = ()  # paired: (ratios,); unpaired: (numerator values, denominator values)
 
+    @classmethod
+    def of(cls, ratios:list[float]) -> 'Ratio':
+        "A paired ratio from its per-repetition values."
+        return cls(*iqr(ratios), len(ratios), True, (list(ratios),))
     def __iter__(self): return iter((self.median, (self.low, self.high), self.n))
+    def interval(self, level:float=CONFIDENCE) -> tuple[float, float, float]:
+        "(estimate, low, high): the geometric mean of the paired ratios with its t interval (on the logs), or the geometric mean of a over that of b with a bootstrap interval (each side resampled)."
+        if self.paired:   # ratios are log-normal-ish: the t interval of the mean log ratio, back-transformed
+            m, lo, hi = t_interval([math.log(r) for r in self.samples[0]], level)
+            return math.exp(m), math.exp(lo) if math.isfinite(lo) else -math.inf, math.exp(hi) if math.isfinite(hi) else math.inf
+        return bootstrap([list(s) for s in self.samples], lambda g: geomean(g[0]) / geomean(g[1]), level=level)
+    def decide(self, band:Band, label:str='') -> Verdict:
+        "The verdict of 'this ratio lies in `band`' (`decide` on its interval)."
+        return decide(*self.interval(), band, n=self.n, label=label)
     def text(self, label:str='', digits:int=2) -> str:
-        "e.g. 'ovs-vxlan/flannel = 1.08 (IQR 1.03–1.12, n=3)'."
-        f = lambda x: f"{x:.{digits}f}"
-        s = f"{f(self.median)} (IQR {f(self.low)}–{f(self.high)}, n={self.n}{'' if self.paired else ', unpaired'})"
+        "e.g. 'ovs-vxlan/flannel = 1.08 [95 % CI 1.03–1.12, n=3]'."
+        est, lo, hi = self.interval()
+        f = lambda x: '∞' if math.isinf(x) else f"{x:.{digits}f}"
+        s = f"{est:.{digits}f} [{CONFIDENCE:.0%} CI {f(lo)}–{f(hi)}, n={self.n}{'' if self.paired else ', unpaired'}]"
         return f"{label} = {s}" if label else s
     def __str__(self): return self.text()
+
 
 def _side(df, metric, flt):
     rows = select(df, metric, **flt) if flt else select(df, metric)
@@ -172,7 +278,11 @@ def ratio(df:pl.DataFrame,  # records
         if not rs: raise NotMeasurable(f"{metric} {num} / {den}", f"no common {by} values between the two sides")
         paired, n = False, min(a.height, b.height)
     if any(not math.isfinite(r) for r in rs): raise NotMeasurable(f"{metric} {num} / {den}", "the denominator was 0")
-    return Ratio(_q(rs, 0.5), _q(rs, 0.25), _q(rs, 0.75), n, paired)
+    if paired: samples = (rs,)
+    else:
+        sa, sb = a['value'].to_list(), b['value'].to_list()
+        samples = (sa, sb) if min(sa + sb) > 0 else (rs,)
+    return Ratio(_q(rs, 0.5), _q(rs, 0.25), _q(rs, 0.75), n, paired, samples)
 
 def optional(check:Callable, *args, **kw):
     "`check(*args, **kw)`, or None when it raises `NotMeasurable`: a part of a claim the verdict can do without."
@@ -184,15 +294,25 @@ def ratio_text(label:str, r:Ratio|None) -> str:
     return f"{label}: no data" if r is None else r.text(label)
 
 # %% ../nbs/50_claims.ipynb #c014
-_BADGE = {'reproduced': '✅ reproduced', 'refuted': '❌ refuted', 'not measurable': '⚪ not measurable'}
+_BADGE = {'reproduced': '✅ reproduced', 'refuted': '❌ refuted', 'inconclusive': '🟡 inconclusive', 'not measurable': '⚪ not measurable'}
 
-def claims_markdown(table:pl.DataFrame) -> str:
-    "The output of `evaluate` as a Markdown table: claim, paper, verdict, measured (or the not-measurable reason)."
+def claims_markdown(table:pl.DataFrame,               # the output of `evaluate`
+                    other:pl.DataFrame|None=None,     # the same claims evaluated on another campaign, for a side column
+                    other_label:str='other campaign', # that column's heading
+                   ) -> str:
+    "The output of `evaluate` as a Markdown table: claim, paper, verdict, measured (or the not-measurable reason), and the other campaign's verdict if given."
+    theirs = {} if other is None else dict(zip(other['id'].to_list(), other['status'].to_list()))
     rows = []
     for r in table.iter_rows(named=True):
         measured = r['measured']
         if r['status'] == 'not measurable':
             measured = f"not measurable on this testbed: {r['reason']}" + (f" ({measured})" if measured else '')
+        elif r['status'] == 'inconclusive': measured = f"{measured} — undecided: {r['reason']}"
         elif r['reason']: measured = f"{measured} ({r['reason']})"
-        rows.append([r['id'], r['text'], r['paper'], _BADGE.get(r['status'], r['status']), measured])
-    return '\n'.join(markdown_table(['id', 'claim', 'paper', 'verdict', 'measured'], rows)) + '\n'
+        row = [r['id'], r['text'], r['paper'], _BADGE.get(r['status'], r['status']), measured]
+        if other is not None:
+            o = theirs.get(r['id'])
+            row.append('—' if o is None else _BADGE.get(o, o) + ('' if o == r['status'] else ' ≠'))
+        rows.append(row)
+    head = ['id', 'claim', 'paper', 'verdict', 'measured'] + ([other_label] if other is not None else [])
+    return '\n'.join(markdown_table(head, rows)) + '\n'

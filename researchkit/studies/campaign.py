@@ -10,10 +10,22 @@ import atexit, time, html, pathlib
 import polars as pl
 from ..core import ConfigError, ResearchkitError, current_run_id, project_root, validate
 from ..teardown import Teardown
-from ..results.records import live_provenance, campaign_complete, records, not_measurable
+from ..results.records import live_provenance, campaign_complete, records, not_measurable, CAMPAIGN
 from ..results.store import ResultStore
 from ..results.sweep import sweep, SweepSummary
 from .contract import Study, REPRODUCTION_PROFILE, RUN_PARAMETERS
+
+def _matches(experiment:str, point:dict, flt:dict) -> bool:
+    "Does the point of `experiment` match a claim's `needs` filter (keys: 'experiment' and point fields; a list: any of)?"
+    for k, v in flt.items():
+        x = experiment if k == 'experiment' else point.get(k, _MISSING)
+        if x is _MISSING: return False
+        if isinstance(v, (list, tuple, set)):
+            if x not in v: return False
+        elif x != v: return False
+    return True
+
+_MISSING = object()
 
 # %% auto #0
 __all__ = ['resolve_params', 'output_dirs', 'Campaign']
@@ -76,6 +88,8 @@ class Campaign:
         self.store = ResultStore(self.results_dir)
         self.summaries: list[SweepSummary] = []
         self.measured_s = 0.0          # wall time of `measure()` in this process
+        self._swept: dict[str, tuple] = {}   # experiment -> (points, measure callable): what adaptive rounds repeat
+        self._t0 = None
         self._prov, self._tools, self._caps, self._closed = None, None, None, False
         atexit.register(self.close)
         if not self.measuring: self.id, self.resumed = campaign, False
@@ -127,6 +141,7 @@ class Campaign:
                   repetitions=repetitions or self.P['repetitions'], measure=measure, prov=self.provenance(tools),
                   testbed=self.testbed.name, campaign=self.id, progress=self.progress)
         self.summaries.append(s); print(s)
+        self._swept[experiment] = (points, measure)
         return s
 
     def done(self, experiment:str, point:dict, repetition:int=0) -> bool:
@@ -150,13 +165,82 @@ class Campaign:
         "Run the study's method on this campaign, then mark the campaign complete; with measure=False, nothing."
         if not self.measuring:
             print(f"measure=False: nothing measured; reading {self._where()}"); return []
-        t0 = time.perf_counter()
-        try: self.study.measure(self, self.P)
+        self._t0 = t0 = time.perf_counter()
+        try:
+            self.study.measure(self, self.P)
+            self.adapt()
         finally:
             self.measured_s += time.perf_counter() - t0
             self.teardown.close()
+            # this process's measuring wall time, kept even when the run fails (a resumed campaign adds its own)
+            self.store.append(records(self.study.name, CAMPAIGN, {}, 0, {'wall_s': (self.measured_s, 's')}, self.provenance()()))
         self.store.append(campaign_complete(self.study.name, self.provenance()()))  # the next run starts a new campaign
         return self.summaries
+
+    def adapt(self) -> list[str]:
+        "Adaptive repetitions: while a claim with `needs` is inconclusive, measure the points it needs once more — until every such claim is decided, they reach `max_repetitions`, or the next round would end past `budget_min`. Each round and the stop are recorded with their reason (experiment 'adaptive'); returns the reasons."
+        from researchkit.claims import evaluate
+        self._need_measuring('adapt')
+        maxr, budget = self.P.get('max_repetitions'), self.P.get('budget_min')
+        if not maxr: return []
+        claims, log, rnd = [c for c in self.study.claims() if c.needs], [], 0
+        t0 = self._t0 if self._t0 is not None else time.perf_counter()
+        def note(point, metrics, text):
+            log.append(text); print(f"adaptive: {text}")
+            self.record('adaptive', point, metrics, note=text)
+        while True:
+            table = evaluate(claims, self.records())
+            undecided = table.filter(pl.col('status') == 'inconclusive')
+            if undecided.is_empty():
+                note({'round': rnd, 'stop': 'decided'}, {'rounds': (rnd, 'count')}, 'stopped: every claim with repetitions to add is decided'); break
+            hopeless = undecided.filter(pl.col('needed').is_null() | (pl.col('needed') > maxr))
+            if hopeless.height and rnd == 0:
+                note({'round': 0, 'skip': 'hopeless'}, {'claims': (hopeless.height, 'count')},
+                     'not repeated (the interval would not close within max_repetitions): '
+                     + '; '.join(f"{r['id']} needs ~{r['needed'] or '∞'}" for r in hopeless.iter_rows(named=True)))
+            undecided = undecided.filter(pl.col('needed').is_not_null() & (pl.col('needed') <= maxr))
+            if undecided.is_empty():
+                note({'round': rnd, 'stop': 'undecidable'}, {'rounds': (rnd, 'count')},
+                     f"stopped: the claims still undecided would need more than {maxr} repetitions (max_repetitions)"); break
+            ids = undecided['id'].to_list()
+            todo, reps = self._points_for([c for c in claims if c.id in ids], maxr)
+            if not todo:
+                note({'round': rnd, 'stop': 'max_repetitions'}, {'rounds': (rnd, 'count')},
+                     f"stopped: claims {', '.join(ids)} still undecided but their points have {maxr} repetitions (max_repetitions)"); break
+            cost = sum(self._point_s(e) * len(ps) for e, ps in todo.items())
+            spent = time.perf_counter() - t0
+            if budget is not None and spent + cost > budget * 60:
+                note({'round': rnd, 'stop': 'budget'}, {'rounds': (rnd, 'count'), 'spent_s': (spent, 's')},
+                     f"stopped: claims {', '.join(ids)} still undecided; the next round (~{cost:.0f} s) would end past the budget "
+                     f"({spent / 60:.1f} of {budget:g} min spent)"); break
+            rnd += 1
+            why = '; '.join(f"{r['id']}: {r['reason']}" for r in undecided.iter_rows(named=True))
+            n = sum(len(ps) for ps in todo.values())
+            note({'round': rnd}, {'points': (n, 'count'), 'estimated_s': (cost, 's')},
+                 f"round {rnd}: +1 repetition of {n} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
+            for e, ps in todo.items():
+                points, fn = self._swept[e]
+                self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + 1)
+        return log
+
+    def _points_for(self, claims, maxr:int) -> tuple[dict, int]:
+        "experiment -> [(point, repetitions recorded)] of the swept points the claims need and that have fewer than `maxr` repetitions."
+        from researchkit.results.records import point_key
+        df = self.records()
+        have = ({} if df.is_empty() else
+                {(r['experiment'], r['point_key']): r['n'] for r in df.group_by('experiment', 'point_key').agg(pl.col('repetition').n_unique().alias('n')).iter_rows(named=True)})
+        out = {}
+        for e, (points, _) in self._swept.items():
+            for p in points:
+                if not any(_matches(e, p, f) for c in claims for f in c.needs): continue
+                n = have.get((e, point_key(self.study.name, e, p)), 0)
+                if n < maxr: out.setdefault(e, []).append((p, n))
+        return out, len(out)
+
+    def _point_s(self, experiment:str) -> float:
+        "Mean seconds one point of `experiment` took in this process's sweeps (measure time plus its share of the harness)."
+        ss = [s for s in self.summaries if s.experiment == experiment and (s.measured + s.not_measurable)]
+        return sum(s.wall_s for s in ss) / max(sum(s.measured + s.not_measurable for s in ss), 1) if ss else 1.0
 
     def records(self) -> pl.DataFrame:
         "This campaign's records; when only reading and no campaign was named, the latest finished one of this profile."

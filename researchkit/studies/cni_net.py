@@ -11,14 +11,14 @@ import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..teardown import Teardown
 from ..claims import iqr
-from .contract import Study
+from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
 
 # %% auto #0
-__all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'study',
-           'plan', 'Topologies', 'vm_hosts', 'tool_versions', 'measure_fn', 'datapath_labels', 'build_inventory',
-           'variants', 'is_stand_in', 'claims', 'record_inventory', 'run_experiment', 'measure', 'figures', 'notes',
-           'mpi_table']
+__all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME',
+           'DIFF', 'OTHER_PATHS', 'study', 'plan', 'Topologies', 'vm_hosts', 'tool_versions', 'measure_fn',
+           'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'claims', 'record_inventory',
+           'run_experiment', 'measure', 'figures', 'notes', 'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -48,6 +48,8 @@ SCHEMA = {
         'protocol':  Field(str, choices=('udp', 'tcp'), default='udp'),
         'msg_bytes': Field(list, item=int, min=16, max=65000, nonempty=True),
         'seconds':   Field(int, min=1, max=600, help='whole seconds (sockperf -t)'),
+        'repetitions': Field(int, min=1, max=100, default=None,
+                             help="None: the study's repetitions; sockperf pauses ~2 s before every run, so fewer runs save the most time here"),
     },
     'mpi': {
         'datapaths':     Field(list, item=str, choices=DATAPATH_NAMES, nonempty=True),
@@ -60,6 +62,7 @@ SCHEMA = {
     'vm_msg_bytes': Field(int, min=16, max=131072, default=16384, help='message size of the VM-pod scenarios (Fig. 13/15)'),
     'client_cpus': Field((str, int), default='0', help='CPUs of the client/load side (taskset list)'),
     'server_cpus': Field((str, int), default='1', help='CPUs of the server side (taskset list)'),
+    **ADAPTIVE,
 }
 
 # %% ../../nbs/61_cni_net.ipynb #c008
@@ -218,55 +221,54 @@ def _series(df, experiment, metric, **where):
     return select(df, metric, experiment=experiment, **where)
 
 # %% ../../nbs/61_cni_net.ipynb #c021
+SAME, DIFF = 'same-host', 'different-host'
+OTHER_PATHS = ('bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre')   # macvlan's rivals in claim 2a
+
+def _tput(placement, paths, **kw):
+    "A `Claim.needs` filter: the BMP2BMP TCP throughput points of these data paths."
+    return {'experiment': 'throughput', 'scenario': 'BMP2BMP', 'proto': 'tcp', 'placement': placement, 'datapath': list(paths), **kw}
+
 def claims():
-    "The brief's claims as checks over the records."
-    from researchkit.claims import Claim, Ratio, verdict, ratio, optional, ratio_text, not_measurable_reason
+    "The brief's claims as checks over the records, each decided on a bootstrap interval against its band."
+    from researchkit.claims import Claim, verdict, ratio, optional, ratio_text, not_measurable_reason, at_least, at_most, all_hold
     def dp_ratio(df, a, b, *, experiment='throughput', metric='throughput_mbit', max_bytes=None, **where):
-        "Data path a over b: per repetition the geometric mean over message sizes (and ranks per pod) of the ratio of medians."
+        "Data path(s) a over b: per repetition the geometric mean over message sizes (and ranks per pod) of the ratio of medians."
         if max_bytes is not None and 'msg_bytes' in df.columns: df = df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') <= max_bytes))
         side = lambda d: {'experiment': experiment, 'datapath': d, **where}
         return ratio(df, metric, [], side(a), side(b), combine=[k for k in ('msg_bytes', 'ranks_per_pod') if k in df.columns])
+    same = dict(placement=SAME, proto='tcp', scenario='BMP2BMP')
     def c1(df):
-        rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', placement='same-host', proto='tcp', scenario='BMP2BMP')
-        rg = optional(dp_ratio, df, 'ovs-gre', 'flannel-vxlan', placement='same-host', proto='tcp', scenario='BMP2BMP')
-        ok = rv.median >= 1.03 and (rg is None or rg.median >= 1.03)
-        return verdict(ok, '; '.join([rv.text('TCP ovs-vxlan/flannel'), ratio_text('ovs-gre/flannel', rg)]))
+        rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', **same)
+        rg = optional(dp_ratio, df, 'ovs-gre', 'flannel-vxlan', **same)
+        return all_hold(rv.decide(at_least(1.03), 'TCP ovs-vxlan/flannel'), *([rg.decide(at_least(1.03), 'ovs-gre/flannel')] if rg else []))
     def c2a(df):
-        paths = ['bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre', 'macvlan']
-        rv = dp_ratio(df, 'ovs-vlan', 'macvlan', placement='same-host', proto='tcp', scenario='BMP2BMP')
-        rs = {p: optional(dp_ratio, df, p, 'macvlan', placement='same-host', proto='tcp', scenario='BMP2BMP') for p in paths if p != 'macvlan'}
-        rs = {k: v for k, v in rs.items() if v is not None}
-        slower = [k for k, v in rs.items() if v.median < 1.0]
-        ok = len(slower) == len(rs) and rv.median <= 0.95
-        return verdict(ok, f"macvlan faster than {len(slower)}/{len(rs)} other paths"
-                       + (f" (not: {', '.join(k for k in rs if k not in slower)})" if len(slower) < len(rs) else '') + '; '
-                       + rv.text('TCP ovs-vlan/macvlan')
-                       + ' (paper ≈ 0.80)')
+        rv = dp_ratio(df, 'ovs-vlan', 'macvlan', **same)
+        rs = {p: optional(dp_ratio, df, p, 'macvlan', **same) for p in OTHER_PATHS}
+        parts = [r.decide(at_most(1.0), f"{p}/macvlan") for p, r in rs.items() if r is not None]
+        return all_hold(rv.decide(at_most(0.95), 'TCP ovs-vlan/macvlan (paper ≈ 0.80)'), *parts)
     def c2b(df):
         si = is_stand_in(df, 'ipvlan')
         if si: raise NotMeasurable('ipvlan', f"ipvlan was only a stand-in on this testbed ({si}); its speed says nothing about ipvlan L2")
-        rs = {p: optional(dp_ratio, df, 'ipvlan', p, placement='same-host', proto='tcp', scenario='BMP2BMP')
-              for p in ('bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre', 'macvlan', 'sriov')}
+        rs = {p: optional(dp_ratio, df, 'ipvlan', p, **same) for p in ('bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre', 'macvlan', 'sriov')}
         rs = {k: v for k, v in rs.items() if v is not None}
         if not rs: raise NotMeasurable('ipvlan', "no records of these data paths: not in this run's parameters, or not built here")
-        return verdict(all(v.median < 1.0 for v in rs.values()), '; '.join(v.text(f'ipvlan/{k}') for k, v in rs.items()))
+        return all_hold(*[v.decide(at_most(1.0), f'ipvlan/{k}') for k, v in rs.items()])
     def sriov_real(df, what):
         si = is_stand_in(df, 'sriov')
         if si: raise NotMeasurable(what, f"no SR-IOV VF on this testbed ({si}); a stand-in has no NIC link-speed bound and no VF/PF path")
     def c3(df):
         sriov_real(df, 'SR-IOV vs kernel paths')
-        small = dp_ratio(df, 'sriov', 'macvlan', placement='same-host', proto='tcp', max_bytes=16384)
-        big = optional(dp_ratio, df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') > 16384)), 'sriov', 'macvlan', placement='same-host', proto='tcp')
-        return verdict(small.median > 1 and (big is None or big.median < 1), small.text('≤16 KB sriov/macvlan') + '; ' + ratio_text('>16 KB', big))
+        small = dp_ratio(df, 'sriov', 'macvlan', placement=SAME, proto='tcp', max_bytes=16384)
+        big = optional(dp_ratio, df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') > 16384)), 'sriov', 'macvlan', placement=SAME, proto='tcp')
+        return all_hold(small.decide(at_least(1.0), '≤16 KB sriov/macvlan'), *([big.decide(at_most(1.0), '>16 KB sriov/macvlan')] if big else []))
     def c4a(df):
-        rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', placement='different-host', proto='tcp', max_bytes=16384, scenario='BMP2BMP')
-        rl = optional(dp_ratio, df, 'ovs-vlan', 'flannel-vxlan', placement='different-host', proto='tcp', max_bytes=16384, scenario='BMP2BMP')
-        ok = rv.median > 1.0 and (rl is None or rl.median > 1.0)
-        return verdict(ok, rv.text('≤16 KB TCP ovs-vxlan/flannel') + '; ' + ratio_text('ovs-vlan/flannel', rl))
+        diff = dict(placement=DIFF, proto='tcp', max_bytes=16384, scenario='BMP2BMP')
+        rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', **diff)
+        rl = optional(dp_ratio, df, 'ovs-vlan', 'flannel-vxlan', **diff)
+        return all_hold(rv.decide(at_least(1.0), '≤16 KB TCP ovs-vxlan/flannel'), *([rl.decide(at_least(1.0), 'ovs-vlan/flannel')] if rl else []))
     def c4b(df):
         sriov_real(df, 'macvlan vs SR-IOV')
-        r = dp_ratio(df, 'macvlan', 'sriov', placement='different-host', proto='tcp')
-        return verdict(r.median > 1.0, r.text('TCP macvlan/sriov'))
+        return dp_ratio(df, 'macvlan', 'sriov', placement=DIFF, proto='tcp').decide(at_least(1.0), 'TCP macvlan/sriov')
     def vm_claim(scenario):
         def check(df):
             reason = not_measurable_reason(df, scenario=scenario)
@@ -280,44 +282,35 @@ def claims():
             bv = _series(df, 'throughput', 'throughput_mbit', scenario='BMP2VMP', proto='tcp')['value'].median()
             return verdict(bv is not None and ra < bv, f"TCP VMP2VMP/BMP2VMP = {ra/bv:.2f}" if bv else 'no BMP2VMP records')
         return check
-    def mpi_ratio(df, a, b, **w):
-        return optional(dp_ratio, df, a, b, experiment='mpi', metric='alltoall_avg_ms', scenario='BMP2BMP', **w)
+    mpi = dict(experiment='mpi', metric='alltoall_avg_ms', scenario='BMP2BMP')
     def c7a(df):
-        parts, ok = [], True
+        parts = []
         for pl_ in PLACEMENTS:
-            rs = {n: mpi_ratio(df, o, 'ovs-vlan', placement=pl_) for n, o in (('flannel', 'flannel-vxlan'), ('ovs-vxlan', 'ovs-vxlan'))}
-            rs = {n: r for n, r in rs.items() if r is not None}
-            if not rs: continue
-            med = sum(r.median for r in rs.values()) / len(rs)
-            ok &= med >= 1.03
-            parts.append(f"{pl_}: overlay/ovs-vlan latency = {med:.2f} (" + ', '.join(r.text(n) for n, r in rs.items()) + ')')
+            r = optional(dp_ratio, df, ['flannel-vxlan', 'ovs-vxlan'], 'ovs-vlan', placement=pl_, **mpi)
+            if r is not None: parts.append(r.decide(at_least(1.0), f"{pl_}: overlay/ovs-vlan latency"))
         if not parts: raise NotMeasurable('MPI all-to-all', 'no MPI records for ovs-vlan and an overlay path in this run')
-        return verdict(ok, '; '.join(parts) + ' (paper: 1.00–1.11)')
+        return all_hold(*parts)
     def c7b(df):
         s = _series(df, 'mpi', 'alltoall_avg_ms', scenario='BMP2BMP')
         if s.is_empty() or s['placement'].n_unique() < 2: raise NotMeasurable('MPI placement', 'needs MPI records at both placements')
-        w = (s.group_by(['datapath', 'ranks_per_pod', 'repetition', 'placement']).agg(pl.col('value').median())
-              .pivot(on='placement', index=['datapath', 'ranks_per_pod', 'repetition'], values='value').drop_nulls())
-        if w.is_empty(): raise NotMeasurable('MPI placement', 'no data path measured at both placements')
-        w = w.with_columns((pl.col('different-host') / pl.col('same-host')).alias('r'))
-        spread = Ratio(*iqr(w['r'].to_list()), w.height, True)
-        per = w.group_by(['datapath', 'ranks_per_pod']).agg(pl.col('r').median()).sort(['datapath', 'ranks_per_pod'])
-        faster = per.filter(pl.col('r') < 1).height
-        return verdict(faster == per.height, f"{spread.text('different-/same-host latency')}; "
-                       f"different-host faster in {faster}/{per.height} (data path, ranks) pairs: "
-                       + ', '.join(f"{r['datapath']}×{r['ranks_per_pod']} {r['r']:.2f}" for r in per.iter_rows(named=True))
-                       + ' (paper: 0.74–0.80)')
+        r = ratio(s, 'alltoall_avg_ms', [], {'placement': DIFF}, {'placement': SAME}, combine=['datapath', 'ranks_per_pod'])
+        return r.decide(at_most(1.0), 'different-/same-host all-to-all latency (paper 0.74–0.80)')
+    mpi_needs = [{'experiment': 'mpi', 'scenario': 'BMP2BMP'}]
     return [
-        Claim('1', 'Same host: OVS VXLAN/GRE ≈ 10 % more throughput than flannel (two bridges).', 'OVS ≈ 1.10 × flannel', c1),
-        Claim('2a', 'Same host: macvlan is fastest; OVS-VLAN ≈ 20 % below macvlan (veth pair cost).', 'ovs-vlan ≈ 0.80 × macvlan', c2a),
+        Claim('1', 'Same host: OVS VXLAN/GRE ≈ 10 % more throughput than flannel (two bridges).', 'OVS ≈ 1.10 × flannel (band: ≥ 1.03)', c1,
+              needs=[_tput(SAME, ['ovs-vxlan', 'ovs-gre', 'flannel-vxlan'])]),
+        Claim('2a', 'Same host: macvlan is fastest; OVS-VLAN ≈ 20 % below macvlan (veth pair cost).', 'ovs-vlan ≈ 0.80 × macvlan (band: ≤ 0.95; others ≤ 1)', c2a,
+              needs=[_tput(SAME, ['macvlan', *OTHER_PATHS])]),
         Claim('2b', 'Same host: ipvlan (L2) is slowest.', 'ipvlan slowest', c2b),
         Claim('3', 'Same host: SR-IOV leads only for messages ≤ 16 KB; above, it trails the kernel paths (NIC link bound).', 'crossover at 16 KB', c3),
-        Claim('4a', 'Different hosts: OVS-VXLAN and OVS-VLAN beat flannel for ≤ 16 KB.', 'ovs > flannel at ≤ 16 KB', c4a),
+        Claim('4a', 'Different hosts: OVS-VXLAN and OVS-VLAN beat flannel for ≤ 16 KB.', 'ovs > flannel at ≤ 16 KB (band: ≥ 1)', c4a,
+              needs=[_tput(DIFF, ['ovs-vxlan', 'ovs-vlan', 'flannel-vxlan'])]),
         Claim('4b', 'Different hosts: macvlan beats SR-IOV (no RDMA between VF and PF).', 'macvlan > SR-IOV', c4b),
         Claim('5', 'BMP2VMP: VXLAN in the pod over a VLAN/SR-IOV host network degrades sharply.', 'sharp drop (encap, MTU, fragmentation)', vm_claim('BMP2VMP')),
         Claim('6', 'VMP2VMP ≈ 20 % below BMP2VMP; SR-IOV offload ≈ macvlan BMP2BMP (~25 % over legacy SR-IOV).', 'VMP2VMP ≈ 0.80 × BMP2VMP', vm_claim('VMP2VMP')),
-        Claim('7a', 'MPI all-to-all: VLAN ≈ 10 % faster than overlay.', 'Table 3: overlay/ovs-vlan 1.00–1.09', c7a),
-        Claim('7b', 'MPI all-to-all: different-host vs same-host as in Table 3 (different-host faster, BMP2BMP).', 'Table 3: 14.5–16.1 vs 19.6–20.1 ms', c7b),
+        Claim('7a', 'MPI all-to-all: VLAN ≈ 10 % faster than overlay.', 'Table 3: overlay/ovs-vlan 1.00–1.09 (band: ≥ 1)', c7a, needs=mpi_needs),
+        Claim('7b', 'MPI all-to-all: different-host vs same-host as in Table 3 (different-host faster, BMP2BMP).', 'Table 3: 14.5–16.1 vs 19.6–20.1 ms (band: ≤ 1)', c7b,
+              needs=mpi_needs),
     ]
 
 # %% ../../nbs/61_cni_net.ipynb #c023
@@ -355,7 +348,8 @@ def measure(run, P:dict) -> None:
     n = record_inventory(run.store, P, topologies, prov=run.provenance()(), testbed_name=tb.name, testbed=tb, capabilities=caps)
     print(f"data-path inventory: {n} new records")
     for experiment, points in plan(P).items():
-        if points: run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps))
+        reps = P['latency'].get('repetitions') if experiment == 'latency' else None
+        if points: run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps), repetitions=reps)
     topologies.close()
 
 # %% ../../nbs/61_cni_net.ipynb #c025

@@ -12,7 +12,7 @@ from typing import Callable
 from ..core import ConfigError, Field
 
 # %% auto #0
-__all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'Study', 'check_study']
+__all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'Study', 'check_study']
 
 # %% ../../nbs/58_study.ipynb #c004
 REPRODUCTION_PROFILE = 'quick'  # figures/ and REPORT.md describe the latest finished campaign of this profile
@@ -26,6 +26,13 @@ RUN_PARAMETERS = {  # the parameters cell of every study notebook: these run con
     'measure': 'False: measure nothing, use the recorded campaign (the latest finished quick one unless `campaign` names one)',
     'campaign': 'campaign to add to or to read; None: resume the latest unfinished one on this testbed, else start one',
     'new_campaign': 'True: start a new campaign even if one is unfinished',
+}
+
+ADAPTIVE = {  # schema fields every study takes (`**ADAPTIVE` in its SCHEMA): repetitions decided by the claims, within a budget
+    'max_repetitions': Field(int, min=1, max=1000, default=None,
+                             help='adaptive: repeat the points an undecided claim needs, up to this many repetitions (None: no adaptive rounds)'),
+    'budget_min': Field(float, min=0.1, max=100000, default=None,
+                        help='measuring wall-time budget in minutes: an adaptive round that would end past it does not start'),
 }
 
 def _no_notes(df) -> list[str]: return []

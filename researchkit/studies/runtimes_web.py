@@ -11,14 +11,14 @@ import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..teardown import Teardown
 from ..claims import iqr
-from .contract import Study
+from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'GRID', 'SCHEMA', 'PAPER_KNEES',
            'PAPER_GAPS_S', 'study', 'rate_grid', 'check_host', 'preflight', 'plan', 'Servers', 'tool_versions',
-           'measure_fn', 'run_sweep', 'measure', 'curve', 'knee', 'gap', 'capacity', 'claims', 'figures', 'cpu_table',
-           'knee_table', 'notes']
+           'measure_fn', 'run_sweep', 'measure', 'curve', 'knee', 'gap', 'capacity', 'grid_step', 'select_load',
+           'per_repetition', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -63,6 +63,7 @@ SCHEMA = {
     'stop_after_collapse': Field(bool, default=True,
                          help=f'after a point with success <= {COLLAPSE:.0%}, record the higher rates of that runtime, endpoint and '
                               'repetition as beyond_collapse instead of loading them (each would cost duration + timeout)'),
+    **ADAPTIVE,
 }
 
 # %% ../../nbs/62_runtimes_web.ipynb #c009
@@ -251,65 +252,92 @@ def _need_fell(k, what):
     if not k[2]: raise NotMeasurable(what, f"success never fell below {SUCCESS_KNEE:.0%} up to {k[1]:g} req/s: the grid ends below the knee")
     return k[0]
 
+def grid_step(df:pl.DataFrame) -> float:
+    "The factor between neighbouring rates of the recorded grid (10^(1/per_decade))."
+    rates = sorted(set(select_load(df)['rate'].to_list()))
+    steps = sorted(b / a for a, b in zip(rates, rates[1:]))
+    return steps[len(steps) // 2] if steps else 10 ** 0.1
+
+def select_load(df:pl.DataFrame, metric:str='success_rate', **where) -> pl.DataFrame:
+    from researchkit.claims import select
+    return select(df, metric, experiment='load', **where)
+
+def per_repetition(df:pl.DataFrame, runtime:str, endpoint:str, below:float=SUCCESS_KNEE) -> dict[int, tuple[float, bool]]:
+    "Per repetition: (the first rate whose success is below `below`, True) — or (the top rate × one grid step, False) when success never fell (a lower bound)."
+    s = select_load(df, runtime=runtime, endpoint=endpoint)
+    if s.is_empty(): knee(df, runtime, endpoint)   # raises NotMeasurable with the measured reason
+    step, out = grid_step(df), {}
+    for (rep,), g in s.sort('rate').group_by('repetition', maintain_order=True):
+        fell = g.filter(pl.col('value') < below) if below < 1 else g
+        out[rep] = (fell['rate'].min(), True) if fell.height else (g['rate'].max() * step, False)
+    return out
+
+def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|None=None, below_a:float=SUCCESS_KNEE):
+    "Per-repetition knee of (a, endpoint) over knee of (b, b_endpoint or endpoint), as a paired `claims.Ratio`; and whether every knee fell inside the grid."
+    from researchkit.claims import Ratio
+    ka, kb = per_repetition(df, a, endpoint, below_a), per_repetition(df, b, b_endpoint or endpoint)
+    reps = sorted(set(ka) & set(kb))
+    if not reps: raise NotMeasurable(f"{a}/{b} {endpoint}", "no repetition measured both")
+    return Ratio.of([ka[r][0] / kb[r][0] for r in reps]), all(ka[r][1] and kb[r][1] for r in reps)
+
+def gaps(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc') -> list[float]:
+    "Per repetition, the largest mean response-time gap a − b (s) over the rates both ran."
+    la, lb = select_load(df, 'latency_mean_s', runtime=a, endpoint=endpoint), select_load(df, 'latency_mean_s', runtime=b, endpoint=endpoint)
+    if la.is_empty() or lb.is_empty(): raise NotMeasurable(f"{a} vs {b} {endpoint}", "no response times of both runtimes")
+    j = la.select('repetition', 'rate', 'value').join(lb.select('repetition', 'rate', pl.col('value').alias('b')), on=['repetition', 'rate'])
+    return j.group_by('repetition').agg((pl.col('value') - pl.col('b')).max().alias('g')).sort('repetition')['g'].to_list()
+
+def _seconds_verdict(xs:list[float], band, label:str):
+    from researchkit.claims import t_interval, decide
+    return decide(*t_interval(xs), band, n=len(xs), label=label, digits=3)
+
 def claims():
-    "The brief's four claims, plus Kata's row (the hlf-kata runtime), as checks over the records."
-    from researchkit.claims import Claim, Verdict, verdict
+    "The brief's four claims, plus Kata's row (the hlf-kata runtime), each decided on intervals over repetitions."
+    from researchkit.claims import Claim, verdict, at_least, at_most, within, all_hold
     def c1(df):
-        parts, ok = [], True
+        parts = []
         for ep in ENDPOINTS:
-            try: kc, ks = knee(df, 'runc', ep), knee(df, 'runsc', ep)
-            except NotMeasurable:
-                continue
-            g, at = gap(df, ep)
-            knee_ok = (not kc[2]) or (ks[2] and ks[0] <= kc[0])
-            ok &= knee_ok and g > 0
-            parts.append(f"{ep}: knee runc {_fmt_knee(kc)}, runsc {_fmt_knee(ks)}; largest gap runsc − runc {g:+.3f} s at {at:g} req/s")
+            try: r, _ = knee_ratio(df, 'runsc', 'runc', ep)
+            except NotMeasurable: continue
+            parts += [r.decide(at_most(1.0), f"{ep}: knee runsc/runc"), _seconds_verdict(gaps(df, ep), at_least(0.0), f"{ep}: largest gap runsc − runc (s)")]
         if not parts: raise NotMeasurable('runc vs runsc', "no records of both runc and runsc")
-        return verdict(ok, '; '.join(parts))
+        return all_hold(*parts)
     def c2(df):
-        kc, ks = knee(df, 'runc', 'io'), knee(df, 'runsc', 'io')
-        rc, rs = _need_fell(kc, 'runc io knee'), _need_fell(ks, 'runsc io knee')
-        r = rs / rc
-        return verdict(0.35 <= r <= 0.71, f"I/O knee runsc/runc = {rs:g}/{rc:g} = {r:.2f} (paper 31/63 = 0.49; 'about half' read as 0.35–0.71, 2–4 grid steps)")
+        r, inside = knee_ratio(df, 'runsc', 'runc', 'io')
+        if not inside: _need_fell((None, select_load(df, endpoint='io')['rate'].max(), False), 'I/O knees')
+        return r.decide(within(0.35, 0.71), "I/O knee runsc/runc (paper 31/63 = 0.49; 'about half')")
     def c3(df):
-        kc, ks = knee(df, 'runc', 'cpu'), knee(df, 'runsc', 'cpu')
-        rc, rs = _need_fell(kc, 'runc cpu knee'), _need_fell(ks, 'runsc cpu knee')
-        r = rs / rc
-        gc, _ = gap(df, 'cpu'); gi, _ = gap(df, 'io')
-        return verdict(0.79 <= r <= 1.26 and gc < gi,
-                       f"CPU knee runsc/runc = {rs:g}/{rc:g} = {r:.2f} (coincide: within one grid step, 0.79–1.26); "
-                       f"largest gap CPU {gc:.3f} s vs I/O {gi:.3f} s (paper 3.71 s vs 20.15 s)")
+        r, inside = knee_ratio(df, 'runsc', 'runc', 'cpu')
+        if not inside: _need_fell((None, select_load(df, endpoint='cpu')['rate'].max(), False), 'CPU knees')
+        s = grid_step(df)
+        gi, gc = gaps(df, 'io'), gaps(df, 'cpu')
+        n = min(len(gi), len(gc))
+        return all_hold(r.decide(within(1 / s, s), f"CPU knee runsc/runc (coincide: within one grid step ×{s:.2f})"),
+                        _seconds_verdict([i - c for i, c in zip(gi[:n], gc[:n])], at_least(0.0), 'largest gap I/O − CPU (s; paper 20.15 − 3.71)'))
     def c4(df):
-        rows, ok, n = [], True, 0
+        parts = []
         for rt in ('runc', 'runsc'):
-            ks = {}
             for ep in ENDPOINTS:
-                try: k = knee(df, rt, ep)
+                try: sharp, _ = knee_ratio(df, rt, rt, ep, below_a=COLLAPSE + 1e-9)
                 except NotMeasurable: continue
-                c = curve(df, rt, ep)
-                if not k[2]: ok = False; rows.append(f"{rt} {ep}: no collapse up to {k[1]:g} req/s"); continue
-                after = c.filter(pl.col('rate') >= k[0])
-                low = after.filter(pl.col('median') <= 0.5)
-                steps = after.filter(pl.col('rate') < low['rate'][0]).height if low.height else None
-                sharp = steps is not None and low['rate'][0] / k[0] <= 10 ** 0.5
-                ok &= sharp; n += 1; ks[ep] = k[0]
-                rows.append(f"{rt} {ep}: knee {k[0]:g}, success ≤ 50 % " + (f"at {low['rate'][0]:g} req/s (×{low['rate'][0] / k[0]:.2f})" if low.height else "never reached"))
-            if len(ks) == 2:
-                apart = max(ks.values()) / min(ks.values()) >= 10 ** 0.2
-                ok &= apart; rows.append(f"{rt}: CPU/I-O knees {ks['cpu']:g}/{ks['io']:g} ({'workload-specific' if apart else 'not distinct'})")
-        if not n: raise NotMeasurable('collapse', "no runc or runsc curve")
-        return verdict(ok, '; '.join(rows))
+                parts.append(sharp.decide(at_most(10 ** 0.5), f"{rt} {ep}: collapse (success ≤ 50 %) / knee"))
+            try: apart, _ = knee_ratio(df, rt, rt, 'cpu', b_endpoint='io')
+            except NotMeasurable: continue
+            parts.append(apart.decide(at_least(10 ** 0.2), f"{rt}: CPU knee / I/O knee (workload-specific)"))
+        if not parts: raise NotMeasurable('collapse', "no runc or runsc curve")
+        return all_hold(*parts)
     def ck(df):
         k = knee(df, 'kata', 'io')
         return verdict(True, f"Kata I/O knee {_fmt_knee(k)}")
+    pts = lambda *eps: [{'experiment': 'load', 'runtime': ['runc', 'runsc'], 'endpoint': list(eps)}]
     return [Claim('1', "runc beats runsc on both success rate and response time (both endpoints).",
-                  "runsc's knees at or below runc's; runsc slower by up to 20.15 s (I/O) and 3.71 s (CPU)", c1),
+                  "runsc's knees at or below runc's; runsc slower by up to 20.15 s (I/O) and 3.71 s (CPU)", c1, needs=pts('cpu', 'io')),
             Claim('2', "On the I/O endpoint runsc's knee comes at about half runc's rate (syscall interception).",
-                  "I/O knees: runc 63 req/s, runsc 31 req/s", c2),
+                  "I/O knees: runc 63 req/s, runsc 31 req/s (band: 0.35–0.71)", c2, needs=pts('io')),
             Claim('3', "On the CPU endpoint both knees coincide; the response-time gap is small.",
-                  "CPU knees 630 req/s for both; largest gap 3.71 s (vs 20.15 s on I/O)", c3),
+                  "CPU knees 630 req/s for both; largest gap 3.71 s (vs 20.15 s on I/O)", c3, needs=pts('cpu', 'io')),
             Claim('4', "Both runtimes collapse sharply past a workload-specific rate.",
-                  "success < 1 % above 1,000 req/s (CPU, runsc); knees differ per endpoint", c4),
+                  "success < 1 % above 1,000 req/s (CPU, runsc); knees differ per endpoint", c4, needs=pts('cpu', 'io')),
             Claim('K', "Kata Containers on the same sweep (beyond the paper; the runtime of hlf-kata).",
                   "not in this paper", ck)]
 
