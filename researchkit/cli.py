@@ -6,12 +6,12 @@ Docs: https://researchkit.github.io/researchkit/cli.html.md"""
 
 # %% ../nbs/90_cli.ipynb #c003
 from __future__ import annotations
-import argparse, os, sys, time, signal, subprocess, pathlib, datetime, yaml
+import argparse, os, sys, time, json, signal, subprocess, pathlib, datetime, yaml
 from .core import ConfigError, ResearchkitError, new_run_id, project_root
 from .teardown import reap
 
 # %% auto #0
-__all__ = ['descendants', 'kernels_of', 'run_study', 'parser', 'main']
+__all__ = ['descendants', 'kernels_of', 'run_study', 'parser', 'claims_text', 'main']
 
 # %% ../nbs/90_cli.ipynb #c005
 def _ppid(pid:int) -> int|None:
@@ -127,10 +127,31 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser('report', help='rebuild figures/ and figures/REPORT.md from recorded results, without measuring')
     p.add_argument('--profile', default='quick', help="describe each study's latest finished campaign of this profile")
     p.add_argument('--results', default=None); p.add_argument('--figures', default=None)
+    k = sub.add_parser('claims', help="print the claims table of a recorded campaign, without measuring")
+    k.add_argument('study'); k.add_argument('--campaign', default=None, help='campaign id (default: the latest finished one of the profile)')
+    k.add_argument('--profile', default='quick'); k.add_argument('--results', default=None, help='records directory (default as for run)')
+    k.add_argument('--json', action='store_true', help='a JSON list of objects (id, verdict, claim, paper, measured, reason, needed, campaign)')
     c = sub.add_parser('cleanup', help='tear down what crashed runs left behind (namespaces, links, processes)')
     c.add_argument('--testbed', default=None, help='also reach the nodes of this SSH testbed')
     sub.add_parser('studies', help='list the studies and their profiles')
     return ap
+
+def claims_text(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None, as_json:bool=False) -> str:
+    "The claims table of a recorded campaign (Markdown, or JSON), from its records alone."
+    from researchkit.studies.campaign import Campaign
+    from researchkit.claims import claims_markdown
+    run = Campaign(study, profile=profile, measure=False, campaign=campaign, results_dir=results_dir, progress=False)
+    try:
+        df = run.records()
+        if df.is_empty():
+            raise ResearchkitError(f"{study}: no records of campaign {campaign!r} in {run.results_dir}" if campaign
+                                   else f"{study}: no finished {run.profile} campaign in {run.results_dir}")
+        t, cid = run.claims(df), df['campaign'][0]
+    finally: run.close()
+    if as_json:
+        return json.dumps([{'id': r['id'], 'verdict': r['status'], 'claim': r['text'], 'paper': r['paper'], 'measured': r['measured'],
+                            'reason': r['reason'], 'needed': r['needed'], 'campaign': cid} for r in t.iter_rows(named=True)], ensure_ascii=False, indent=1)
+    return f"{study}, campaign {cid}:\n\n" + claims_markdown(t)
 
 def main(argv:list[str]|None=None) -> int:
     args = parser().parse_args(argv)
@@ -150,6 +171,8 @@ def main(argv:list[str]|None=None) -> int:
             rdir, fdir = output_dirs(args.profile, results_dir=args.results, figures_dir=args.figures)
             path = build_report(results_root=rdir, figures_root=fdir, studies=[get_study(s) for s in study_names()], profile=args.profile)
             print(path); return 0
+        if args.cmd == 'claims':
+            print(claims_text(args.study, campaign=args.campaign, profile=args.profile, results_dir=args.results, as_json=args.json)); return 0
         if args.cmd == 'cleanup':
             runners = None
             if args.testbed:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import os, re, json, pathlib
 import polars as pl
 from .core import ConfigError, markdown_table
-from .results.records import NOT_MEASURABLE
+from .results.records import NOT_MEASURABLE, CAMPAIGN
 from .results.store import ResultStore
-from .claims import evaluate, claims_markdown
+from .claims import evaluate, claims_markdown, STATUSES
 from .studies.contract import Study, REPRODUCTION_PROFILE
 
 # %% auto #0
-__all__ = ['capability_notes', 'provenance_summary', 'build_report']
+__all__ = ['capability_notes', 'provenance_summary', 'wall_time', 'repetition_lines', 'build_report']
 
 # %% ../nbs/52_report.ipynb #c005
 def _point_text(pj:str) -> str:
@@ -67,7 +67,27 @@ def provenance_summary(df:pl.DataFrame) -> list[str]:
             f"- researchkit: {versions}",
             f"- tools: {_tools(df)}",
             f"- measured: {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC in {df['run_id'].n_unique()} run(s), profile(s): {_uniq(df, 'profile')}",
-            f"- records: {df.height} ({df.height - nm} values, {nm} not measurable); load average at measurement: {load}"]
+            f"- records: {df.height} ({df.height - nm} values, {nm} not measurable); load average at measurement: {load}",
+            f"- {wall_time(df)}"]
+
+def wall_time(df:pl.DataFrame) -> str:
+    "`wall time: N.N min`: the measuring wall time (from the first sweep on) of every process that worked on the campaign, and the setup before it."
+    at = lambda m: df.filter((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == m))['value']
+    w, s = at('wall_s'), at('setup_s')
+    if not w.len(): return 'wall time: not recorded (measured before it was)'
+    return f"wall time: {w.sum() / 60:.1f} min" + (f" (plus {s.sum() / 60:.1f} min of setup before the first measurement)" if s.len() else '')
+
+def repetition_lines(df:pl.DataFrame) -> list[str]:
+    "Markdown: how many repetitions each experiment's points got, and why (the adaptive rounds' recorded reasons)."
+    m = df.filter(~pl.col('experiment').is_in([CAMPAIGN, 'adaptive']) & pl.col('value').is_not_null() & (pl.col('metric') != NOT_MEASURABLE))
+    if m.is_empty(): return []
+    n = (m.group_by('experiment', 'point_key').agg(pl.col('repetition').n_unique().alias('n'))
+          .group_by('experiment', 'n').agg(pl.len().alias('points')).sort('experiment', 'n'))
+    rows = [[e, ', '.join(f"{r['points']} × {r['n']}" for r in g.iter_rows(named=True))] for (e,), g in n.group_by('experiment', maintain_order=True)]
+    out = ['### Repetitions', '', *markdown_table(['experiment', 'points × repetitions'], rows), '']
+    a = df.filter((pl.col('experiment') == 'adaptive') & pl.col('note').is_not_null()).unique('point_key', keep='first').sort('timestamp')
+    if a.height: out += ['Adaptive rounds (the points an undecided claim needs get more repetitions):', '', *[f"- {x}" for x in a['note']], '']
+    return out
 
 def _rel(p:os.PathLike, root:pathlib.Path) -> str:
     return pathlib.Path(os.path.relpath(pathlib.Path(p).resolve(), root.resolve())).as_posix()
@@ -82,17 +102,25 @@ def _figure_lines(study, df:pl.DataFrame, figures_root:pathlib.Path) -> list[str
     return out
 
 # %% ../nbs/52_report.ipynb #c008
-def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path) -> tuple[list[str], dict]:
+def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.DataFrame|None=None) -> tuple[list[str], dict]:
     table = evaluate(list(study.claims()), df)
-    counts = {s: int((table['status'] == s).sum()) for s in ('reproduced', 'refuted', 'not measurable')}
-    lines = [f"## {study.title} (`{study.name}`)", '', '### Claims', '', claims_markdown(table).rstrip('\n') if table.height else '_No claims defined._', '']
+    counts = {s: int((table['status'] == s).sum()) for s in STATUSES}
+    theirs = None
+    if other is not None and other.height:
+        theirs = evaluate(list(study.claims()), other)
+        mine = dict(zip(table['id'], table['status']))
+        counts['agree'] = f"{sum(mine.get(i) == s for i, s in zip(theirs['id'], theirs['status']))}/{table.height}"
+    md = claims_markdown(table, theirs, f"campaign {other['campaign'][0]}" if theirs is not None else '')
+    lines = [f"## {study.title} (`{study.name}`)", '', '### Claims', '', md.rstrip('\n') if table.height else '_No claims defined._', '']
     extra = study.notes(df)   # the study's own tables (e.g. which data paths were real and which stand-ins)
     if extra: lines += [*extra, '']
     figs = _figure_lines(study, df, figures_root)
     lines += ['### Figures', '', *(f"{f}\n" for f in figs)] if figs else ['### Figures', '', '_No figures._', '']
     notes = capability_notes(df)
     lines += ['### Not measurable on this testbed', '', *(notes or ['_Everything in this run was measurable._']), '']
+    lines += repetition_lines(df)
     lines += ['### Provenance', '', *provenance_summary(df), '']
+    if other is not None and other.height: lines += [f"Other campaign `{other['campaign'][0]}`: {wall_time(other)}; measured {other['timestamp'].min():%Y-%m-%d %H:%M} UTC.", '']
     return lines, counts
 
 def build_report(*, results_root:os.PathLike|str,  # the result store root (results/)
@@ -111,18 +139,23 @@ def build_report(*, results_root:os.PathLike|str,  # the result store root (resu
     for s in studies:
         df = store.campaign_records(s.name, profile=profile)  # one campaign: the latest finished one of the profile (never a mix)
         if df.height == 0:
-            not_run.append(f"- {s.title} (`{s.name}`): not yet run"); summary.append([s.title, 'not yet run', '', '', '']); continue
-        lines, c = _study_section(s, df, figures_root)
+            not_run.append(f"- {s.title} (`{s.name}`): not yet run"); summary.append([s.title, 'not yet run', '', '', '', '', '']); continue
         camps = store.campaigns(s.name)
+        prev = camps.filter(pl.col('complete') & (pl.col('profile') == profile) & (pl.col('campaign') != df['campaign'][0]))
+        other = store.campaign_records(s.name, prev['campaign'][-1]) if prev.height else None   # the one before: do verdicts hold?
+        lines, c = _study_section(s, df, figures_root, other)
         others = camps.height - 1
         lines.insert(2, f"Campaign `{df['campaign'][0]}` on testbed `{df['testbed'][0]}`"
                         + (f" (results/ holds {others} other campaign(s) of this study; `ResultStore.campaigns` lists them)." if others else '.') + '\n')
         body += lines
-        summary.append([f"[{s.title}](#{_anchor(s)})", df.height, c['reproduced'], c['refuted'], c['not measurable']])
+        summary.append([f"[{s.title}](#{_anchor(s)})", df.height, c['reproduced'], c['refuted'], c['inconclusive'], c['not measurable'], c.get('agree', '—')])
     text = '\n'.join([f"# {title}", '',
                       'Verdicts compare ratios, orderings and trends measured here with the paper\'s claims; the paper\'s '
                       'absolute numbers come from other hardware and are shown only as labelled reference marks.', '',
-                      *markdown_table(['study', 'records', 'reproduced', 'refuted', 'not measurable'], summary), '', *body, *(['## Not yet run', '', *not_run, ''] if not_run else [])])
+                      'Each claim is decided on a 95 % interval over repetitions against its band: inside → reproduced, outside → refuted, '
+                      'straddling → inconclusive (with how far it reaches and about how many repetitions would decide it). '
+                      '"Same verdict" compares with the campaign measured before it.', '',
+                      *markdown_table(['study', 'records', 'reproduced', 'refuted', 'inconclusive', 'not measurable', 'same verdict as the other campaign'], summary), '', *body, *(['## Not yet run', '', *not_run, ''] if not_run else [])])
     out = figures_root / 'REPORT.md'
     if not (out.exists() and out.read_text() == text):
         tmp = out.with_name(f'.REPORT.md.{os.getpid()}.tmp'); tmp.write_text(text); os.replace(tmp, out)

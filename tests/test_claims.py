@@ -35,7 +35,12 @@ def test_ratio_paired_by_repetition(df):
     r = ratio(df, 'gbps', ['size'], {'path': 'a'}, {'path': 'b'})
     assert (r.n, r.paired) == (6, True)
     assert (r.median, r.low, r.high) == pytest.approx((1.225, 0.975, 1.4375))
-    assert r.text('a/b', digits=3) == 'a/b = 1.225 (IQR 0.975–1.438, n=6)'
+    # the verdict's numbers: geometric mean and the t interval (5 degrees of freedom: 2.571) of the log ratios
+    import math, statistics
+    logs = [math.log(x) for x in (0.8, 0.9, 1.2, 1.25, 1.5, 2.0)]
+    m, h = statistics.mean(logs), 2.571 * statistics.stdev(logs) / math.sqrt(6)
+    assert r.interval() == pytest.approx((math.exp(m), math.exp(m - h), math.exp(m + h)))
+    assert r.text('a/b', digits=3) == f'a/b = {math.exp(m):.3f} [95% CI {math.exp(m - h):.3f}–{math.exp(m + h):.3f}, n=6]'
 
 def test_ratio_without_by_pairs_across_sizes_only_by_repetition(df):
     # by=[]: the sizes of one repetition are pooled (median per side and repetition), then paired
@@ -65,7 +70,8 @@ def test_ratio_combine_is_the_geometric_mean_per_repetition(df):
     assert (r.n, r.paired) == (3, True)
     assert r.median == pytest.approx(per_rep[1]) and r.low == pytest.approx((per_rep[0] + per_rep[1]) / 2)
     assert r.high == pytest.approx((per_rep[1] + per_rep[2]) / 2)
-    assert r.text('a/b') == 'a/b = 1.16 (IQR 1.07–1.37, n=3)'
+    est, lo, hi = r.interval()
+    assert r.text('a/b') == f'a/b = {est:.2f} [95% CI {lo:.2f}–{hi:.2f}, n=3]' and lo < r.median < hi
     # one repetition measured twice at a size: the side's median is taken first (a at 64 in rep 0: median(10, 14) = 12)
     d = pl.concat([df, df_of([({'path': 'a', 'size': 64}, 0, 14.0)])], how='diagonal_relaxed')
     assert ratio(d, 'gbps', [], {'path': 'a'}, {'path': 'b'}, combine=['size']).high == pytest.approx(
@@ -113,10 +119,11 @@ def _claims():
 
 def test_evaluate_and_markdown(df):
     t = evaluate(_claims(), df)
-    assert t.columns == ['id', 'text', 'paper', 'status', 'measured', 'reason']
+    assert t.columns == ['id', 'text', 'paper', 'status', 'measured', 'reason', 'needed']
     assert t['status'].to_list() == ['reproduced', 'refuted', 'not measurable']
     assert t['reason'].to_list() == ['', '', 'no ipvlan']
-    assert t['measured'][1] == 'a/b at 1 KiB = 1.50 (IQR 1.15–1.75, n=3)'
+    assert t['measured'][1] == ratio(df, 'gbps', ['size'], {'path': 'a', 'size': 1024}, {'path': 'b', 'size': 1024}).text('a/b at 1 KiB')
+    assert t['measured'][1].startswith('a/b at 1 KiB = ') and '[95% CI ' in t['measured'][1]
     md = claims_markdown(t)
     lines = md.splitlines()
     assert lines[0] == '| id | claim | paper | verdict | measured |' and len(lines) == 5

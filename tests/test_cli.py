@@ -150,3 +150,47 @@ def test_smoke_run_leaves_tracked_files_untouched():
     assert mine.height and set(mine['profile']) == {'smoke'} and (mine['experiment'] == 'campaign').any()
     figs = ROOT/'runs'/'smoke'/'figures'/'cni-net'
     assert figs.is_dir() and any(p.stat().st_mtime >= mine['timestamp'].min().timestamp() for p in figs.glob('*.png'))
+
+
+# ---- claims: the verdict rule on synthetic campaigns, through the command a researcher types ----------------------
+def _synthetic_campaign(store, campaign, ratios):
+    "A cni-net campaign whose same-host TCP ovs-vxlan/flannel and ovs-gre/flannel ratios are `ratios` per repetition."
+    from researchkit.results.records import records, campaign_complete
+    prov = {'run_id': campaign, 'campaign': campaign, 'profile': 'quick', 'testbed': 'local', 'package_version': '0', 'git_commit': 'x',
+            'hostname': 'h', 'kernel': 'k', 'cores': 2, 'cpu_model': 'c', 'loadavg': 0.0, 'tool_versions': '{}'}
+    rows = []
+    for rep, r in enumerate(ratios):
+        for dp, v in (('flannel-vxlan', 1000.0), ('ovs-vxlan', 1000.0 * r), ('ovs-gre', 1000.0 * r)):
+            for size in (1024, 65536):
+                pt = dict(scenario='BMP2BMP', placement='same-host', datapath=dp, proto='tcp', msg_bytes=size, seconds=1)
+                rows += records('cni-net', 'throughput', pt, rep, {'throughput_mbit': (v, 'Mbit/s')}, prov)
+    store.append(rows); store.append(campaign_complete('cni-net', prov))
+
+@pytest.mark.parametrize('ratios,verdict', [
+    ([1.10, 1.12, 1.09, 1.11], 'reproduced'),     # the interval lies inside the band (>= 1.03)
+    ([0.90, 0.93, 0.91, 0.92], 'refuted'),        # ... wholly outside it
+    ([0.97, 1.08, 1.01, 1.12], 'inconclusive'),   # ... straddles its edge
+])
+def test_claims_command_decides_on_the_interval(ratios, verdict, tmp_path):
+    import json
+    from researchkit.results.store import ResultStore
+    _synthetic_campaign(ResultStore(tmp_path), 'rkSYN1', ratios)
+    r = cli('claims', 'cni-net', '--results', str(tmp_path), '--campaign', 'rkSYN1', '--json')
+    assert r.returncode == 0, r.stderr
+    table = {c['id']: c for c in json.loads(r.stdout)}
+    assert table['1']['verdict'] == verdict, table['1']
+    assert table['1']['campaign'] == 'rkSYN1' and table['5']['verdict'] == 'not measurable'
+    if verdict == 'inconclusive': assert 'straddles 1.03' in table['1']['reason'] and table['1']['needed'] > len(ratios)
+
+def test_claims_command_reads_the_committed_campaign_and_names_a_missing_one(tmp_path):
+    import json
+    from researchkit.studies.catalog import get_study
+    r = cli('claims', 'runtimes-web')
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith('runtimes-web, campaign ') and '| id | claim | paper | verdict | measured |' in r.stdout
+    r = cli('claims', 'cni-net', '--json')
+    ids = [c['id'] for c in json.loads(r.stdout)]
+    assert ids == [c.id for c in get_study('cni-net').claims()]
+    assert all(c['verdict'] in ('reproduced', 'refuted', 'inconclusive', 'not measurable') for c in json.loads(r.stdout))
+    r = cli('claims', 'cni-net', '--campaign', 'rkNOSUCH')
+    assert r.returncode == 1 and 'rkNOSUCH' in r.stderr, r.stderr

@@ -53,7 +53,10 @@ def test_report(tmp_path):
     # the claims table, with verdicts and the measured numbers / reasons
     # (per-repetition ratios 9/10, 10/11, 11/12, each at two sizes: median 0.909, IQR 0.902–0.915)
     assert '| id | claim | paper | verdict | measured |' in text
-    assert '| C1 | vxlan is slower than bridge | ovs-vxlan ≈ 10 % below | ✅ reproduced | vxlan/bridge = 0.91 (IQR 0.90–0.91, n=6) |' in text
+    from researchkit.results.store import ResultStore
+    r = ratio(ResultStore(tmp_path/'results').load('cni-demo'), 'gbps', ['size'], {'path': 'vxlan'}, {'path': 'bridge'})
+    assert f"| C1 | vxlan is slower than bridge | ovs-vxlan ≈ 10 % below | ✅ reproduced | {r.text('vxlan/bridge')} |" in text
+    assert r.text() == '0.91 [95% CI 0.90–0.92, n=6]'
     assert '| C2 | ipvlan is slowest | ipvlan last | ⚪ not measurable | not measurable on this testbed: no ipvlan |' in text
     # figures regenerated from the records, linked relative to the report
     assert '![tput](cni-demo/tput.png)' in text and '[tput.svg](cni-demo/tput.svg)' in text
@@ -64,11 +67,11 @@ def test_report(tmp_path):
     assert 'testbed: local' in text and 'kernel: 6.18; cores: 2; CPU: cpu' in text and '0.1.0 @ cccccccccccc' in text
     assert 'iperf3 3.12' in text and 'records: 18 (12 values, 6 not measurable)' in text and '0.50–2.50' in text
     # the summary table and the studies not yet run
-    assert '| [Container networking (demo)](#container-networking-demo-cni-demo) | 18 | 1 | 0 | 1 |' in text
     assert '- Fabric on Kata (`hlf-kata`): not yet run' in text
-    assert ('| study | records | reproduced | refuted | not measurable |\n|---|---|---|---|---|\n'
-            '| [Container networking (demo)](#container-networking-demo-cni-demo) | 18 | 1 | 0 | 1 |\n'
-            '| Fabric on Kata | not yet run | | | |\n') in text
+    assert ('| study | records | reproduced | refuted | inconclusive | not measurable | same verdict as the other campaign |\n|---|---|---|---|---|---|---|\n'
+            '| [Container networking (demo)](#container-networking-demo-cni-demo) | 18 | 1 | 0 | 0 | 1 | — |\n'
+            '| Fabric on Kata | not yet run | | | | | |\n') in text
+    assert '- wall time: not recorded' in text and '### Repetitions' in text
 
 def test_summary_table_escapes_a_title(tmp_path):
     odd = _study('odd', 'runc | runsc', lambda: [])
@@ -102,3 +105,22 @@ def test_a_broken_check_fails_the_report(tmp_path):
         build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(broken=True)])
     with pytest.raises(ConfigError):
         build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[types.SimpleNamespace(name='x')])
+
+def test_report_sets_each_verdict_beside_the_other_campaigns_and_states_wall_time(tmp_path):
+    from researchkit.results.records import records, campaign_complete, CAMPAIGN
+    st = ResultStore(tmp_path/'results')
+    for camp, vx, wall in (('rkA', 9.0, 300.0), ('rkB', 11.0, 390.0)):   # rkB: vxlan beats bridge, the claim flips
+        prov = {**PROV, 'campaign': camp, 'run_id': camp}
+        for rep in range(3):
+            st.append(rows('cni-demo', 'tput', [({'path': 'bridge', 'size': 64}, rep, 10.0 + rep), ({'path': 'vxlan', 'size': 64}, rep, vx + rep)], prov=prov))
+        st.append(records('cni-demo', CAMPAIGN, {}, 0, {'wall_s': (wall, 's'), 'setup_s': (30.0, 's')}, prov))
+        st.append(campaign_complete('cni-demo', prov))
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)]).read_text()
+    assert 'Campaign `rkB`' in text and '| other campaign' not in text
+    head = '| id | claim | paper | verdict | measured | campaign rkA |'
+    assert head in text, text
+    c1 = next(l for l in text.splitlines() if l.startswith('| C1 |'))
+    assert '❌ refuted |' in c1 and c1.endswith('| ✅ reproduced ≠ |'), c1     # this campaign refutes, the other reproduced: shown, never hidden
+    assert '| 0 | 1 | 0 | 1 | 1/2 |' in text                                 # summary: one of two verdicts the same
+    assert '- wall time: 6.5 min (plus 0.5 min of setup before the first measurement)' in text
+    assert 'Other campaign `rkA`: wall time: 5.0 min' in text

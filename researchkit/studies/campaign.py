@@ -89,7 +89,7 @@ class Campaign:
         self.summaries: list[SweepSummary] = []
         self.measured_s = 0.0          # wall time of `measure()` in this process
         self._swept: dict[str, tuple] = {}   # experiment -> (points, measure callable): what adaptive rounds repeat
-        self._t0 = None
+        self._t0 = self._t_first = None   # when measure() started; when its first sweep started (what came before is setup)
         self._prov, self._tools, self._caps, self._closed = None, None, None, False
         atexit.register(self.close)
         if not self.measuring: self.id, self.resumed = campaign, False
@@ -137,6 +137,7 @@ class Campaign:
              ) -> SweepSummary:
         "Measure every point (resuming: what this campaign recorded is skipped); the summary is kept in `summaries`."
         self._need_measuring('sweep')
+        if self._t_first is None: self._t_first = time.perf_counter()
         s = sweep(self.store, study=self.study.name, experiment=experiment, points=points,
                   repetitions=repetitions or self.P['repetitions'], measure=measure, prov=self.provenance(tools),
                   testbed=self.testbed.name, campaign=self.id, progress=self.progress)
@@ -172,8 +173,12 @@ class Campaign:
         finally:
             self.measured_s += time.perf_counter() - t0
             self.teardown.close()
-            # this process's measuring wall time, kept even when the run fails (a resumed campaign adds its own)
-            self.store.append(records(self.study.name, CAMPAIGN, {}, 0, {'wall_s': (self.measured_s, 's')}, self.provenance()()))
+            # this process's measuring wall time (from its first sweep) and its setup before it (images, builds), kept even
+            # when the run fails; a resumed campaign adds its own
+            setup = (self._t_first - t0) if self._t_first is not None else time.perf_counter() - t0
+            end = time.perf_counter()
+            self.store.append(records(self.study.name, CAMPAIGN, {}, 0, {'wall_s': (end - t0 - setup, 's'), 'setup_s': (setup, 's')},
+                                      self.provenance()()))
         self.store.append(campaign_complete(self.study.name, self.provenance()()))  # the next run starts a new campaign
         return self.summaries
 
@@ -208,7 +213,7 @@ class Campaign:
                 note({'round': rnd, 'stop': 'max_repetitions'}, {'rounds': (rnd, 'count')},
                      f"stopped: claims {', '.join(ids)} still undecided but their points have {maxr} repetitions (max_repetitions)"); break
             cost = sum(self._point_s(e) * len(ps) for e, ps in todo.items())
-            spent = time.perf_counter() - t0
+            spent = time.perf_counter() - (self._t_first or t0)   # the budget counts measuring, not setup
             if budget is not None and spent + cost > budget * 60:
                 note({'round': rnd, 'stop': 'budget'}, {'rounds': (rnd, 'count'), 'spent_s': (spent, 's')},
                      f"stopped: claims {', '.join(ids)} still undecided; the next round (~{cost:.0f} s) would end past the budget "
