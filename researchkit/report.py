@@ -15,7 +15,7 @@ from .claims import evaluate, claims_markdown, STATUSES
 from .studies.contract import Study, REPRODUCTION_PROFILE
 
 # %% auto #0
-__all__ = ['capability_notes', 'provenance_summary', 'wall_time', 'repetition_lines', 'build_report']
+__all__ = ['capability_notes', 'provenance_summary', 'wall_time', 'repetition_lines', 'profile_notes', 'build_report']
 
 # %% ../nbs/52_report.ipynb #c005
 def _point_text(pj:str) -> str:
@@ -101,6 +101,18 @@ def _figure_lines(study, df:pl.DataFrame, figures_root:pathlib.Path) -> list[str
         out.append(f"![{p.stem}]({_rel(p, figures_root)})" + (f"  \n[{p.stem}.svg]({_rel(svg, figures_root)})" if svg.exists() else ''))
     return out
 
+def profile_notes(study, profile:str) -> list[str]:
+    "The header comment of `params/<study>/<profile>.yaml` (what the profile changes relative to the paper, and why the claims still apply), as Markdown; [] if there is none."
+    from researchkit.studies.catalog import params_path
+    p = params_path(study, profile)
+    if not p.exists(): return []
+    head = []
+    for line in p.read_text().splitlines():
+        if not line.startswith('#'): break
+        head.append(line[1:].strip())
+    if not head: return []
+    return [f"### The {profile} profile", '', f"From `params/{study.name}/{profile}.yaml`:", '', *[f"> {l}" if l else '>' for l in head], '']
+
 # %% ../nbs/52_report.ipynb #c008
 def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.DataFrame|None=None) -> tuple[list[str], dict]:
     table = evaluate(list(study.claims()), df)
@@ -119,6 +131,8 @@ def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.D
     notes = capability_notes(df)
     lines += ['### Not measurable on this testbed', '', *(notes or ['_Everything in this run was measurable._']), '']
     lines += repetition_lines(df)
+    profiles = df['profile'].drop_nulls().unique().to_list()
+    if len(profiles) == 1: lines += profile_notes(study, profiles[0])
     lines += ['### Provenance', '', *provenance_summary(df), '']
     if other is not None and other.height: lines += [f"Other campaign `{other['campaign'][0]}`: {wall_time(other)}; measured {other['timestamp'].min():%Y-%m-%d %H:%M} UTC.", '']
     return lines, counts
