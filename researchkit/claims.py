@@ -182,7 +182,7 @@ def decide(estimate:float, low:float, high:float, # the statistic and its interv
         return Verdict('inconclusive', measured, f"{label or 'the statistic'}: n={n} gives no interval; measure at least {MIN_REPETITIONS} repetitions", MIN_REPETITIONS)
     edge = min((e for e in band.edges() if low <= e <= high), key=lambda e: abs(e - estimate))
     dist, half = abs(estimate - edge), (high - low) / 2
-    needed = math.ceil(n * (half / dist) ** 2) if dist > 0 else None
+    needed = max(n + 1, math.ceil(n * (half / dist) ** 2)) if dist > 0 else None
     reason = (f"{label or 'the interval'}: {f(low)}–{f(high)} straddles {edge:g} ({f(edge - low)} below, {f(high - edge)} above); "
               + (f"about {needed} repetitions (now {n}) would decide it if the spread stays as it is" if needed
                  else "the estimate sits on the edge: more repetitions narrow the interval but may not decide it"))
