@@ -124,3 +124,12 @@ def test_report_sets_each_verdict_beside_the_other_campaigns_and_states_wall_tim
     assert '| 0 | 1 | 0 | 1 | 1/2 |' in text                                 # summary: one of two verdicts the same
     assert '- wall time: 6.5 min (plus 0.5 min of setup before the first measurement)' in text
     assert 'Other campaign `rkA`: wall time: 5.0 min' in text
+
+def test_report_quotes_the_profile_header_of_the_params_file():
+    from researchkit.report import profile_notes
+    from researchkit.studies.catalog import get_study
+    for name in ('cni-net', 'runtimes-web'):
+        lines = profile_notes(get_study(name), 'quick')
+        assert lines[0] == '### The quick profile' and f"`params/{name}/quick.yaml`" in lines[2]
+        assert any('relative to the paper' in l for l in lines), lines   # each quick profile says what it changes and why
+    assert profile_notes(get_study('cni-net'), 'nosuch') == []
