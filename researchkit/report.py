@@ -75,7 +75,7 @@ def wall_time(df:pl.DataFrame) -> str:
     at = lambda m: df.filter((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == m))['value']
     w, s = at('wall_s'), at('setup_s')
     if not w.len(): return 'wall time: not recorded (measured before it was)'
-    return f"wall time: {w.sum() / 60:.1f} min" + (f" (plus {s.sum() / 60:.1f} min of setup before the first measurement)" if s.len() else '')
+    return f"wall time: {w.sum() / 60:.1f} min" + (f" (plus {s.sum() / 60:.1f} min of setup before the first measurement)" if s.sum() >= 3 else '')
 
 def repetition_lines(df:pl.DataFrame) -> list[str]:
     "Markdown: how many repetitions each experiment's points got, and why (the adaptive rounds' recorded reasons)."
@@ -86,7 +86,7 @@ def repetition_lines(df:pl.DataFrame) -> list[str]:
     rows = [[e, ', '.join(f"{r['points']} × {r['n']}" for r in g.iter_rows(named=True))] for (e,), g in n.group_by('experiment', maintain_order=True)]
     out = ['### Repetitions', '', *markdown_table(['experiment', 'points × repetitions'], rows), '']
     a = df.filter((pl.col('experiment') == 'adaptive') & pl.col('note').is_not_null()).unique('point_key', keep='first').sort('timestamp')
-    if a.height: out += ['Adaptive rounds (the points an undecided claim needs get more repetitions):', '', *[f"- {x}" for x in a['note']], '']
+    if a.height: out += ['Adaptive rounds (the points an undecided claim needs get more repetitions; the reasons are as decided while measuring):', '', *[f"- {x}" for x in a['note']], '']
     return out
 
 def _rel(p:os.PathLike, root:pathlib.Path) -> str:
