@@ -262,7 +262,7 @@ def ratio(df:pl.DataFrame,  # records
         if 'repetition' not in df.columns: raise ConfigError('combine', "combining per repetition needs a repetition column")
         if set(combine) & set(by): raise ConfigError('combine', f"{sorted(set(combine) & set(by))} also in by")
     a, b = _side(df, metric, num), _side(df, metric, den)
-    keys = [*by, *[k for k in ('testbed', 'repetition') if k in df.columns and k not in by]]
+    keys = [*by, *[k for k in ('campaign', 'testbed', 'repetition') if k in df.columns and k not in by]]  # a repetition pairs within its campaign
     on = [*keys, *(combine or [])]
     per = lambda d: d.group_by(on).agg(pl.col('value').median())
     pairs = per(a).join(per(b), on=on, how='inner', suffix='_den', nulls_equal=True)

@@ -24,13 +24,15 @@ def test_plan_covers_every_path_with_a_baseline():
 
 @pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
 def test_committed_records_give_every_claim_a_verdict(tmp_path):
-    df = ResultStore(COMMITTED).load('cni-net')
-    assert set(df['experiment']) >= {'datapaths', 'throughput', 'latency', 'mpi'}
+    df = ResultStore(COMMITTED).campaign_records('cni-net')   # one campaign: the latest finished one
+    assert set(df['experiment']) >= {'datapaths', 'throughput', 'latency', 'mpi', 'adaptive', 'campaign'}
     table = evaluate(cni_net.claims(), df)
-    assert table.height == 10 and set(table['status']) <= {'reproduced', 'refuted', 'not measurable'}
+    assert table.height == 10 and set(table['status']) <= {'reproduced', 'refuted', 'inconclusive', 'not measurable'}
     nm = table.filter(pl.col('status') == 'not measurable')
     assert nm.height and all(r for r in nm['reason'])           # every "not measurable" says why
-    assert table.filter(pl.col('status') != 'not measurable')['measured'].str.contains('IQR').all()  # numbers with spread
+    assert table.filter(pl.col('status') != 'not measurable')['measured'].str.contains('95% CI').all()  # numbers with their interval
+    open_ = table.filter(pl.col('status') == 'inconclusive')    # every "inconclusive" says how far and what would decide it
+    assert all('straddles' in r or 'no interval' in r for r in open_['reason']) and open_['needed'].is_not_null().all()
     paths = cni_net.figures(df, tmp_path)
     names = {p.stem for p in paths}
     assert {'fig10_same_host_throughput', 'fig11_different_host', 'fig16_mpi_alltoall', 'table3_mpi_alltoall'} <= names
@@ -45,7 +47,8 @@ def test_study_notebook_figures_from_committed_records(tmp_path):
     text = notebook_from_results('cni-net', tmp_path)
     assert (tmp_path/'figs'/'cni-net'/'fig16_mpi_alltoall.png').exists()
     assert ResultStore(COMMITTED).load('cni-net').height == pl.read_parquet(COMMITTED/'cni-net'/'records.parquet').height
-    assert 'reproduced' in text and 'not measurable' in text
+    assert '| id | claim | paper | verdict | measured |' in text and 'not measurable on this testbed' in text
+    assert 'refuted' in text and 'inconclusive' in text   # the committed campaign's verdicts (claim 7b; 1, 2a, 4a, 7a)
 
 def _committed():
     return ResultStore(COMMITTED).campaign_records('cni-net')
@@ -53,7 +56,6 @@ def _committed():
 @pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
 def test_committed_claim_ratio_is_the_geometric_mean_over_sizes_per_repetition():
     "Claim 1's number, recomputed by hand: per repetition the geometric mean over message sizes of ovs-vxlan/flannel medians."
-    from researchkit.claims import iqr
     df = _committed()
     s = df.filter((pl.col('experiment') == 'throughput') & (pl.col('metric') == 'throughput_mbit') & pl.col('value').is_not_null()
                   & (pl.col('placement') == 'same-host') & (pl.col('proto') == 'tcp') & (pl.col('scenario') == 'BMP2BMP'))
@@ -61,22 +63,25 @@ def test_committed_claim_ratio_is_the_geometric_mean_over_sizes_per_repetition()
     for (rep, size), g in s.group_by(['repetition', 'msg_bytes']):
         a = g.filter(pl.col('datapath') == 'ovs-vxlan')['value'].median(); b = g.filter(pl.col('datapath') == 'flannel-vxlan')['value'].median()
         if a and b: per.setdefault(rep, []).append(a / b)
-    med, lo, hi = iqr([math.exp(sum(map(math.log, v)) / len(v)) for v in per.values()])
+    logs = [sum(map(math.log, v)) / len(v) for v in per.values()]      # per repetition, the log of the geometric mean
+    n = len(logs); m = sum(logs) / n; sd = math.sqrt(sum((x - m) ** 2 for x in logs) / (n - 1))
+    t = {3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365}[n]   # Student t, 95 %, n - 1 degrees of freedom
+    est, lo, hi = math.exp(m), math.exp(m - t * sd / math.sqrt(n)), math.exp(m + t * sd / math.sqrt(n))
     table = evaluate(cni_net.claims(), df)
     measured = table.filter(pl.col('id') == '1')['measured'][0]
-    assert measured.startswith(f"TCP ovs-vxlan/flannel = {med:.2f} (IQR {lo:.2f}–{hi:.2f}, n={len(per)}); ovs-gre/flannel = "), measured
+    assert measured.startswith(f"TCP ovs-vxlan/flannel = {est:.2f} [95% CI {lo:.2f}–{hi:.2f}, n={n}] vs ≥ 1.03; ovs-gre/flannel = "), measured
 
 @pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
 def test_committed_records_without_a_path():
     "An optional second path the run lacks reads 'no data'; a missing required path makes the claim not measurable, with a reason."
     df = _committed()
     t = {r['id']: r for r in evaluate(cni_net.claims(), df.filter(pl.col('datapath').is_null() | (pl.col('datapath') != 'ovs-gre'))).iter_rows(named=True)}
-    assert t['1']['status'] in ('reproduced', 'refuted') and t['1']['measured'].endswith('; ovs-gre/flannel: no data'), t['1']
+    assert t['1']['status'] in ('reproduced', 'refuted', 'inconclusive') and t['1']['measured'].endswith('; ovs-gre/flannel: no data'), t['1']
     t = {r['id']: r for r in evaluate(cni_net.claims(), df.filter(pl.col('datapath').is_null() | (pl.col('datapath') != 'ovs-vxlan'))).iter_rows(named=True)}
     assert t['1']['status'] == 'not measurable' and 'not run' in t['1']['reason'], t['1']
     # the MPI claim names each overlay's ratio by its own path when the other is missing
     t7 = {r['id']: r for r in evaluate(cni_net.claims(), df.filter(pl.col('datapath').is_null() | (pl.col('datapath') != 'flannel-vxlan'))).iter_rows(named=True)}['7a']
-    assert 'flannel' not in t7['measured'] and '(ovs-vxlan = ' in t7['measured'], t7
+    assert 'flannel' not in t7['measured'] and 'overlay (ovs-vxlan)/ovs-vlan latency = ' in t7['measured'], t7
 
 @pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
 def test_committed_vm_claims_and_notes():

@@ -177,7 +177,7 @@ class Campaign:
             # when the run fails; a resumed campaign adds its own
             setup = (self._t_first - t0) if self._t_first is not None else time.perf_counter() - t0
             end = time.perf_counter()
-            self.store.append(records(self.study.name, CAMPAIGN, {}, 0, {'wall_s': (end - t0 - setup, 's'), 'setup_s': (setup, 's')},
+            self.store.append(records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (end - t0 - setup, 's'), 'setup_s': (setup, 's')},
                                       self.provenance()()))
         self.store.append(campaign_complete(self.study.name, self.provenance()()))  # the next run starts a new campaign
         return self.summaries

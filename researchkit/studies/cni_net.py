@@ -237,10 +237,15 @@ def claims():
         side = lambda d: {'experiment': experiment, 'datapath': d, **where}
         return ratio(df, metric, [], side(a), side(b), combine=[k for k in ('msg_bytes', 'ranks_per_pod') if k in df.columns])
     same = dict(placement=SAME, proto='tcp', scenario='BMP2BMP')
+    def _all(*parts):
+        "all_hold over the verdicts; a (label, None) part is an optional ratio the run has no data for, named as such."
+        vs = [p for p in parts if not isinstance(p, tuple)] + [p[1] for p in parts if isinstance(p, tuple) and p[1] is not None]
+        missing = [f"{p[0]}: no data" for p in parts if isinstance(p, tuple) and p[1] is None]
+        return all_hold(*vs, measured='; '.join([v.measured for v in vs] + missing))
     def c1(df):
         rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', **same)
         rg = optional(dp_ratio, df, 'ovs-gre', 'flannel-vxlan', **same)
-        return all_hold(rv.decide(at_least(1.03), 'TCP ovs-vxlan/flannel'), *([rg.decide(at_least(1.03), 'ovs-gre/flannel')] if rg else []))
+        return _all(rv.decide(at_least(1.03), 'TCP ovs-vxlan/flannel'), ('ovs-gre/flannel', rg and rg.decide(at_least(1.03), 'ovs-gre/flannel')))
     def c2a(df):
         rv = dp_ratio(df, 'ovs-vlan', 'macvlan', **same)
         rs = {p: optional(dp_ratio, df, p, 'macvlan', **same) for p in OTHER_PATHS}
@@ -260,12 +265,12 @@ def claims():
         sriov_real(df, 'SR-IOV vs kernel paths')
         small = dp_ratio(df, 'sriov', 'macvlan', placement=SAME, proto='tcp', max_bytes=16384)
         big = optional(dp_ratio, df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') > 16384)), 'sriov', 'macvlan', placement=SAME, proto='tcp')
-        return all_hold(small.decide(at_least(1.0), '≤16 KB sriov/macvlan'), *([big.decide(at_most(1.0), '>16 KB sriov/macvlan')] if big else []))
+        return _all(small.decide(at_least(1.0), '≤16 KB sriov/macvlan'), ('>16 KB', big and big.decide(at_most(1.0), '>16 KB sriov/macvlan')))
     def c4a(df):
         diff = dict(placement=DIFF, proto='tcp', max_bytes=16384, scenario='BMP2BMP')
         rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', **diff)
         rl = optional(dp_ratio, df, 'ovs-vlan', 'flannel-vxlan', **diff)
-        return all_hold(rv.decide(at_least(1.0), '≤16 KB TCP ovs-vxlan/flannel'), *([rl.decide(at_least(1.0), 'ovs-vlan/flannel')] if rl else []))
+        return _all(rv.decide(at_least(1.0), '≤16 KB TCP ovs-vxlan/flannel'), ('ovs-vlan/flannel', rl and rl.decide(at_least(1.0), 'ovs-vlan/flannel')))
     def c4b(df):
         sriov_real(df, 'macvlan vs SR-IOV')
         return dp_ratio(df, 'macvlan', 'sriov', placement=DIFF, proto='tcp').decide(at_least(1.0), 'TCP macvlan/sriov')
@@ -285,9 +290,10 @@ def claims():
     mpi = dict(experiment='mpi', metric='alltoall_avg_ms', scenario='BMP2BMP')
     def c7a(df):
         parts = []
+        overlays = [o for o in ('flannel-vxlan', 'ovs-vxlan') if optional(dp_ratio, df, o, 'ovs-vlan', **mpi) is not None]
         for pl_ in PLACEMENTS:
-            r = optional(dp_ratio, df, ['flannel-vxlan', 'ovs-vxlan'], 'ovs-vlan', placement=pl_, **mpi)
-            if r is not None: parts.append(r.decide(at_least(1.0), f"{pl_}: overlay/ovs-vlan latency"))
+            r = optional(dp_ratio, df, overlays, 'ovs-vlan', placement=pl_, **mpi) if overlays else None
+            if r is not None: parts.append(r.decide(at_least(1.0), f"{pl_}: overlay ({' + '.join(overlays)})/ovs-vlan latency"))
         if not parts: raise NotMeasurable('MPI all-to-all', 'no MPI records for ovs-vlan and an overlay path in this run')
         return all_hold(*parts)
     def c7b(df):
