@@ -208,7 +208,7 @@ class Campaign:
                 note({'round': rnd, 'stop': 'undecidable'}, {'rounds': (rnd, 'count')},
                      f"stopped: the claims still undecided would need more than {maxr} repetitions (max_repetitions)"); break
             ids = undecided['id'].to_list()
-            todo, reps = self._points_for([c for c in claims if c.id in ids], maxr)
+            todo = self._points_for([c for c in claims if c.id in ids], maxr)
             if not todo:
                 note({'round': rnd, 'stop': 'max_repetitions'}, {'rounds': (rnd, 'count')},
                      f"stopped: claims {', '.join(ids)} still undecided but their points have {maxr} repetitions (max_repetitions)"); break
@@ -228,7 +228,7 @@ class Campaign:
                 self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + 1)
         return log
 
-    def _points_for(self, claims, maxr:int) -> tuple[dict, int]:
+    def _points_for(self, claims, maxr:int) -> dict[str, list]:
         "experiment -> [(point, repetitions recorded)] of the swept points the claims need and that have fewer than `maxr` repetitions."
         from researchkit.results.records import point_key
         df = self.records()
@@ -240,7 +240,7 @@ class Campaign:
                 if not any(_matches(e, p, f) for c in claims for f in c.needs): continue
                 n = have.get((e, point_key(self.study.name, e, p)), 0)
                 if n < maxr: out.setdefault(e, []).append((p, n))
-        return out, len(out)
+        return out
 
     def _point_s(self, experiment:str) -> float:
         "Mean seconds one point of `experiment` took in this process's sweeps (measure time plus its share of the harness)."
