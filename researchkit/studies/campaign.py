@@ -189,6 +189,7 @@ class Campaign:
         maxr, budget = self.P.get('max_repetitions'), self.P.get('budget_min')
         if not maxr: return []
         claims, log, rnd = [c for c in self.study.claims() if c.needs], [], 0
+        last = None   # (points, seconds) of the last round: the points an undecided claim needs are rarely the average ones
         t0 = self._t0 if self._t0 is not None else time.perf_counter()
         def note(point, metrics, text):
             log.append(text); print(f"adaptive: {text}")
@@ -212,7 +213,8 @@ class Campaign:
             if not todo:
                 note({'round': rnd, 'stop': 'max_repetitions'}, {'rounds': (rnd, 'count')},
                      f"stopped: claims {', '.join(ids)} still undecided but their points have {maxr} repetitions (max_repetitions)"); break
-            cost = sum(self._point_s(e) * len(ps) for e, ps in todo.items())
+            n_todo = sum(len(ps) for ps in todo.values())
+            cost = (last[1] / last[0] * n_todo if last else sum(self._point_s(e) * len(ps) for e, ps in todo.items()))
             spent = time.perf_counter() - (self._t_first or t0)   # the budget counts measuring, not setup
             if budget is not None and spent + cost > budget * 60:
                 note({'round': rnd, 'stop': 'budget'}, {'rounds': (rnd, 'count'), 'spent_s': (spent, 's')},
@@ -220,12 +222,13 @@ class Campaign:
                      f"({spent / 60:.1f} of {budget:g} min spent)"); break
             rnd += 1
             why = '; '.join(f"{r['id']}: {r['reason']}" for r in undecided.iter_rows(named=True))
-            n = sum(len(ps) for ps in todo.values())
-            note({'round': rnd}, {'points': (n, 'count'), 'estimated_s': (cost, 's')},
-                 f"round {rnd}: +1 repetition of {n} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
+            note({'round': rnd}, {'points': (n_todo, 'count'), 'estimated_s': (cost, 's')},
+                 f"round {rnd}: +1 repetition of {n_todo} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
+            t_round = time.perf_counter()
             for e, ps in todo.items():
                 points, fn = self._swept[e]
                 self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + 1)
+            last = (n_todo, time.perf_counter() - t_round)
         return log
 
     def _points_for(self, claims, maxr:int) -> dict[str, list]:
