@@ -179,7 +179,7 @@ def decide(estimate:float, low:float, high:float, # the statistic and its interv
     if band.low <= low and high <= band.high: return Verdict('reproduced', measured)
     if high < band.low or low > band.high: return Verdict('refuted', measured)
     if math.isinf(low) or math.isinf(high):
-        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: n={n} gives no interval; measure at least {MIN_REPETITIONS} repetitions", MIN_REPETITIONS)
+        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: no interval (n={n}: fewer than {MIN_REPETITIONS} repetitions, or a value ≤ 0 a ratio's logarithm cannot take)", max(MIN_REPETITIONS, n + 1))
     edge = min((e for e in band.edges() if low <= e <= high), key=lambda e: abs(e - estimate))
     dist, half = abs(estimate - edge), (high - low) / 2
     needed = max(n + 1, math.ceil(n * (half / dist) ** 2)) if dist > 0 else None
@@ -215,10 +215,13 @@ class Ratio:
     def __iter__(self): return iter((self.median, (self.low, self.high), self.n))
     def interval(self, level:float=CONFIDENCE) -> tuple[float, float, float]:
         "(estimate, low, high): the geometric mean of the paired ratios with its t interval (on the logs), or the geometric mean of a over that of b with a bootstrap interval (each side resampled)."
+        groups = [list(g) for g in self.samples]
+        if not groups or len(groups) != (1 if self.paired else 2) or any(x <= 0 for g in groups for x in g):
+            return self.median, -math.inf, math.inf   # no samples kept, or a value <= 0: no geometric mean, no interval
         if self.paired:   # ratios are log-normal-ish: the t interval of the mean log ratio, back-transformed
-            m, lo, hi = t_interval([math.log(r) for r in self.samples[0]], level)
+            m, lo, hi = t_interval([math.log(r) for r in groups[0]], level)
             return math.exp(m), math.exp(lo) if math.isfinite(lo) else -math.inf, math.exp(hi) if math.isfinite(hi) else math.inf
-        return bootstrap([list(s) for s in self.samples], lambda g: geomean(g[0]) / geomean(g[1]), level=level)
+        return bootstrap(groups, lambda g: geomean(g[0]) / geomean(g[1]), level=level)
     def decide(self, band:Band, label:str='') -> Verdict:
         "The verdict of 'this ratio lies in `band`' (`decide` on its interval)."
         return decide(*self.interval(), band, n=self.n, label=label)
@@ -279,9 +282,7 @@ def ratio(df:pl.DataFrame,  # records
         paired, n = False, min(a.height, b.height)
     if any(not math.isfinite(r) for r in rs): raise NotMeasurable(f"{metric} {num} / {den}", "the denominator was 0")
     if paired: samples = (rs,)
-    else:
-        sa, sb = a['value'].to_list(), b['value'].to_list()
-        samples = (sa, sb) if min(sa + sb) > 0 else (rs,)
+    else: samples = (a['value'].to_list(), b['value'].to_list())
     return Ratio(_q(rs, 0.5), _q(rs, 0.25), _q(rs, 0.75), n, paired, samples)
 
 def optional(check:Callable, *args, **kw):

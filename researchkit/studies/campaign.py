@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/campaign.html.md"""
 
 # %% ../../nbs/59_campaign.ipynb #c003
 from __future__ import annotations
-import atexit, time, html, pathlib
+import atexit, sys, time, html, pathlib
 import polars as pl
 from ..core import ConfigError, ResearchkitError, current_run_id, project_root, validate
 from ..teardown import Teardown
@@ -177,8 +177,10 @@ class Campaign:
             # when the run fails; a resumed campaign adds its own
             setup = (self._t_first - t0) if self._t_first is not None else time.perf_counter() - t0
             end = time.perf_counter()
-            self.store.append(records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (end - t0 - setup, 's'), 'setup_s': (setup, 's')},
-                                      self.provenance()()))
+            try: self.store.append(records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0,
+                                           {'wall_s': (end - t0 - setup, 's'), 'setup_s': (setup, 's')}, self.provenance()()))
+            except Exception as e:   # never let the bookkeeping hide why the method failed
+                print(f"researchkit: the wall time of this run was not recorded: {type(e).__name__}: {e}", file=sys.stderr)
         self.store.append(campaign_complete(self.study.name, self.provenance()()))  # the next run starts a new campaign
         return self.summaries
 
