@@ -215,15 +215,10 @@ def curve(df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate')
     return s if s.is_empty() else summarize(s, ['rate'], metric)
 
 def knee(df:pl.DataFrame, runtime:str, endpoint:str) -> tuple[float|None, float, bool]:
-    "(knee rate or None, highest rate measured, True if success fell inside the grid) from the median success curve."
-    c = curve(df, runtime, endpoint)
-    if c.is_empty():
-        from researchkit.claims import not_measurable_reason
-        why = not_measurable_reason(df, runtime=runtime, endpoint=endpoint) if 'runtime' in df.columns else None
-        raise NotMeasurable(f"{runtime} {endpoint}", why or f"no records of {runtime} on the {endpoint} endpoint")
-    fell = c.filter(pl.col('median') < SUCCESS_KNEE)
-    top = c['rate'].max()
-    return (fell['rate'][0], top, True) if fell.height else (None, top, False)
+    "(knee rate or None, highest rate measured, True if success fell inside the grid) from the median success curve over all repetitions (`RepCurves.knee`)."
+    c = RepCurves(df, runtime, endpoint)
+    k, top = c.knee(c.reps), c.rates[-1]
+    return (k, top, True) if k <= top else (None, top, False)
 
 def gap(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc') -> tuple[float, float]:
     "(largest mean response-time gap a − b over the common rates in seconds, the rate where it occurs)."
@@ -240,7 +235,7 @@ def capacity(df:pl.DataFrame, runtime:str, endpoint:str) -> float:
 
 def _fmt_knee(k) -> str:
     r, top, fell = k
-    return f"{r:g} req/s" if fell else f"> {top:g} req/s"
+    return f"{r:.3g} req/s" if fell else f"> {top:g} req/s"
 
 # %% ../../nbs/62_runtimes_web.ipynb #c022
 PAPER_KNEES = pl.DataFrame({'endpoint': ['io', 'io', 'cpu', 'cpu'], 'runtime': ['runc', 'runsc', 'runc', 'runsc'],
@@ -266,7 +261,10 @@ class RepCurves:
     "One runtime × endpoint's success (or other) curve per repetition, on the rates the campaign ran; a rate a repetition skipped past its collapse counts as 0."
     def __init__(self, df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate'):
         s = select_load(df, metric, runtime=runtime, endpoint=endpoint)
-        if s.is_empty(): knee(df, runtime, endpoint)   # raises NotMeasurable with the measured reason
+        if s.is_empty():
+            from researchkit.claims import not_measurable_reason
+            why = not_measurable_reason(df, runtime=runtime, endpoint=endpoint) if 'runtime' in df.columns else None
+            raise NotMeasurable(f"{runtime} {endpoint}", why or f"no records of {runtime} on the {endpoint} endpoint")
         self.rates = sorted(set(s['rate'].to_list()))
         self.step = grid_step(df)
         by = {}
@@ -275,11 +273,16 @@ class RepCurves:
         self.values = {rep: [v.get(rate, 0.0) for rate in self.rates] for rep, v in by.items()}
 
     def knee(self, reps:list[int], below:float=SUCCESS_KNEE) -> float:
-        "The first rate where the median over `reps` (repeats allowed: a bootstrap resample) falls below `below`; past the grid: the top rate × one step (a lower bound)."
+        "Where the median over `reps` (repeats allowed: a bootstrap resample) first falls below `below`, interpolated between the last rate that held and the first that fell (linear in success, log in rate); below the grid's first rate: that rate (an upper bound); past the grid: the top rate × one step (a lower bound)."
+        held = None
         for i, rate in enumerate(self.rates):
             xs = sorted(self.values[r][i] for r in reps); m = len(xs) // 2
             med = xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
-            if med < below: return rate
+            if med < below:
+                if held is None: return rate
+                r0, m0 = held
+                return r0 * (rate / r0) ** ((m0 - below) / (m0 - med))
+            held = (rate, med)
         return self.rates[-1] * self.step
 
     def fell(self, below:float=SUCCESS_KNEE) -> bool:
@@ -287,15 +290,13 @@ class RepCurves:
         return self.knee(self.reps, below) <= self.rates[-1]
 
 def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|None=None, below_a:float=SUCCESS_KNEE):
-    "(estimate, low, high, n, both fell inside the grid): knee of (a, endpoint) over knee of (b, b_endpoint) on the median curves, with a percentile bootstrap over repetitions (resampled jointly: a repetition of every curve ran in the same pass), widened by one grid step each side for the knees' resolution."
-    from researchkit.claims import bootstrap
+    "(estimate, low, high, n, both fell inside the grid): knee of (a, endpoint) over knee of (b, b_endpoint), each repetition's knees from its own curves (a repetition of every curve ran in the same pass: paired), as a geometric mean with the t interval of the log ratios (`claims.Ratio`)."
+    from researchkit.claims import Ratio
     ca, cb = RepCurves(df, a, endpoint), RepCurves(df, b, b_endpoint or endpoint)
     reps = sorted(set(ca.reps) & set(cb.reps))
     if not reps: raise NotMeasurable(f"{a}/{b} {endpoint}", "no repetition measured both")
-    est, lo, hi = bootstrap([reps], lambda g: ca.knee(g[0], below_a) / cb.knee(g[0]), resamples=2000)
-    # a knee is only known to one grid step (it lies between the last rate that held and the first that fell),
-    # so the interval of a ratio of knees is widened by one step on each side
-    return est, lo / ca.step, hi * ca.step, len(reps), ca.fell(below_a) and cb.fell()
+    est, lo, hi = Ratio.of([ca.knee([r], below_a) / cb.knee([r]) for r in reps]).interval()
+    return est, lo, hi, len(reps), ca.fell(below_a) and cb.fell()
 
 def _decide_knees(kr, band, label):
     from researchkit.claims import decide
