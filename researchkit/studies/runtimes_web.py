@@ -285,23 +285,42 @@ class RepCurves:
             held = (rate, med)
         return self.rates[-1] * self.step
 
+    def cell(self, reps:list[int], below:float=SUCCESS_KNEE) -> tuple[float, float]:
+        "(last rate that held, first rate that fell) of the median curve over `reps`: the knee lies in between, whatever the interpolation says (below the grid: (first rate / step, first rate); past it: (top rate, top rate × step))."
+        held = self.rates[0] / self.step
+        for i, rate in enumerate(self.rates):
+            xs = sorted(self.values[r][i] for r in reps); m = len(xs) // 2
+            med = xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+            if med < below: return held, rate
+            held = rate
+        return held, held * self.step
+
     def fell(self, below:float=SUCCESS_KNEE) -> bool:
         "Did the median curve fall below `below` inside the grid?"
         return self.knee(self.reps, below) <= self.rates[-1]
 
 def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|None=None, below_a:float=SUCCESS_KNEE):
-    "(estimate, low, high, n, both fell inside the grid): knee of (a, endpoint) over knee of (b, b_endpoint), each repetition's knees from its own curves (a repetition of every curve ran in the same pass: paired), as a geometric mean with the t interval of the log ratios (`claims.Ratio`)."
-    from researchkit.claims import Ratio
+    "(estimate, low, high, n, both fell inside the grid, (resolution low, high)): knee of (a, endpoint) over knee of (b, b_endpoint) on the median curves over repetitions (interpolated knees), with a percentile bootstrap over repetitions (resampled jointly: a repetition of every curve ran in the same pass). The interval is never narrower than the knees' resolution: the ratio of the grid cells they fell in."
+    from researchkit.claims import bootstrap
     ca, cb = RepCurves(df, a, endpoint), RepCurves(df, b, b_endpoint or endpoint)
     reps = sorted(set(ca.reps) & set(cb.reps))
     if not reps: raise NotMeasurable(f"{a}/{b} {endpoint}", "no repetition measured both")
-    est, lo, hi = Ratio.of([ca.knee([r], below_a) / cb.knee([r]) for r in reps]).interval()
-    return est, lo, hi, len(reps), ca.fell(below_a) and cb.fell()
+    est, lo, hi = bootstrap([reps], lambda g: ca.knee(g[0], below_a) / cb.knee(g[0]), resamples=2000)
+    (la, ua), (lb, ub) = ca.cell(reps, below_a), cb.cell(reps)
+    res = (la / ub, ua / lb)   # a knee is only known to lie in its cell; a ratio of two, to this range
+    return est, min(lo, res[0]), max(hi, res[1]), len(reps), ca.fell(below_a) and cb.fell(), res
 
 def _decide_knees(kr, band, label):
-    from researchkit.claims import decide
-    est, lo, hi, n, _ = kr
-    return decide(est, lo, hi, band, n=n, label=label)
+    "Decide a knee ratio; when the grid's resolution alone straddles the band, say so (a finer grid, not more repetitions, would decide it)."
+    from researchkit.claims import decide, Verdict
+    est, lo, hi, n, _, (rlo, rhi) = kr
+    v = decide(est, lo, hi, band, n=n, label=label)
+    edges = [e for e in band.edges() if rlo < e < rhi]
+    if v.status == 'inconclusive' and edges:
+        return Verdict('inconclusive', v.measured,
+                       f"{label}: the knees are resolved only to their grid cells, which put the ratio anywhere in {rlo:.2f}–{rhi:.2f}: "
+                       f"that range straddles {edges[0]:g}; a finer rate grid near the knees, not more repetitions, would decide it", None)
+    return v
 
 def gaps(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc') -> list[float]:
     "Per repetition, the largest mean response-time gap a − b (s) over the rates both ran."
