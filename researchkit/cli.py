@@ -131,7 +131,7 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument('study'); k.add_argument('--campaign', default=None, help='campaign id (default: the latest finished one of the profile)')
     k.add_argument('--profile', default='quick'); k.add_argument('--results', default=None, help='records directory (default as for run)')
     k.add_argument('--json', action='store_true', help='a JSON list of objects (id, verdict, claim, paper, measured, reason, needed, campaign)')
-    c = sub.add_parser('cleanup', help='tear down what crashed runs left behind (namespaces, links, processes)')
+    c = sub.add_parser('cleanup', help='tear down what crashed runs left behind (namespaces, links, processes, containers, cgroups); list BPF programs still held')
     c.add_argument('--testbed', default=None, help='also reach the nodes of this SSH testbed')
     sub.add_parser('studies', help='list the studies and their profiles')
     return ap
@@ -179,7 +179,12 @@ def main(argv:list[str]|None=None) -> int:
                 from researchkit.testbed.inventory import load_inventory, Testbed
                 tb = Testbed(load_inventory(args.testbed)); runners = tb.runners()
             done = reap(runners=runners)
-            print('\n'.join(done) or 'nothing to clean up'); return 0
+            print('\n'.join(done) or 'nothing to clean up')
+            from researchkit.policy.bpfprog import stray_programs   # BPF objects are fd-owned: they die with their process
+            for p in stray_programs():
+                holders = ', '.join(f"{h.get('comm')} (pid {h.get('pid')})" for h in p['pids']) or 'no process (pinned?)'
+                print(f"BPF program {p['name']} (id {p['id']}, {p['type']}) still loaded, held by {holders}")
+            return 0
         if args.cmd == 'studies':
             from researchkit.studies.catalog import study_names, get_study, params_path
             for s in study_names():

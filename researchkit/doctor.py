@@ -10,22 +10,27 @@ from .testbed.nodes import Node
 from .testbed.capabilities import Cap, Capabilities, probe
 from .testbed.inventory import Testbed
 from .runtimes.adapters import runtime_rows
+from .policy.mechanisms import mechanism_rows
 from .networks.datapaths import DATAPATHS, testbed_hosts
 
 # %% auto #0
-__all__ = ['runtime_caps', 'node_capabilities', 'doctor', 'format_doctor']
+__all__ = ['runtime_caps', 'policy_caps', 'node_capabilities', 'doctor', 'format_doctor']
 
 # %% ../nbs/24_doctor.ipynb #c005
 def runtime_caps(node:Node) -> list[Cap]:
     "Every container runtime of `researchkit.runtimes`, tried on `node` (version call and a tiny container): `Cap('runtimes', name, ok, why)` each."
     return [Cap('runtimes', name, ok, why) for name, ok, why in runtime_rows(node)]
 
+def policy_caps(node:Node, *, refresh:bool=False) -> list[Cap]:
+    "Every policy mechanism of `researchkit.policy`, tried on `node`: `Cap('policy', name, ok, measured reason)` each."
+    return [Cap('policy', name, ok, why) for name, ok, why in mechanism_rows(node, refresh=refresh)]
+
 def node_capabilities(node:Node,              # where to measure
                       *, refresh:bool=False,  # probe again even if this process already probed the node
                      ) -> Capabilities:
-    "The testbed probes of `node` plus its runtime rows, in the order cpu, virt, network, bpf, runtimes, tools."
+    "The testbed probes of `node` plus its runtime and policy rows, in the order cpu, virt, network, bpf, runtimes, policy, tools."
     base = probe(node, refresh=refresh)
-    rt = runtime_caps(node)
+    rt = runtime_caps(node) + policy_caps(node, refresh=refresh)
     return Capabilities(node.name, [r for r in base.rows if r.area != 'tools'] + rt + [r for r in base.rows if r.area == 'tools'])
 
 # %% ../nbs/24_doctor.ipynb #c008

@@ -1,6 +1,6 @@
-"""Session-wide guard: whatever the tests create (namespaces, links, processes, containers, cgroups, overlay mounts)
-must be gone at the end."""
-import glob, os, subprocess, tempfile, pytest
+"""Session-wide guard: whatever the tests create (namespaces, links, processes, containers, cgroups, overlay mounts,
+BPF programs and maps) must be gone at the end."""
+import glob, json, os, subprocess, tempfile, time, pytest
 
 # tests keep their ledgers apart from real runs
 os.environ.setdefault('RESEARCHKIT_STATE', tempfile.mkdtemp(prefix='rk-test-state-'))
@@ -38,11 +38,26 @@ def _containers():
     found |= {f"scratch:{p}" for p in glob.glob('/var/lib/researchkit/containers/rk*')}
     return found
 
+def _bpf():
+    "BPF programs and maps loaded in the kernel (id and name)."
+    out = set()
+    for kind in ('prog', 'map'):
+        r = subprocess.run(['bpftool', '-j', kind, 'list'], capture_output=True, text=True)
+        try: out |= {f"{kind}:{x['id']}:{x.get('name', '')}" for x in json.loads(r.stdout or '[]')}
+        except ValueError: pass
+    return out
+
+def _bpf_after(before:set, timeout:float=2.0) -> set:
+    "BPF objects now loaded, polled until no new ones are left or `timeout` passes (the kernel frees maps asynchronously)."
+    deadline = time.monotonic() + timeout
+    while (now := _bpf()) - before and time.monotonic() < deadline: time.sleep(0.1)
+    return now
+
 @pytest.fixture(scope='session', autouse=True)
 def nothing_leaks():
-    "Fail the session if it leaves a namespace, link, workload process, container, cgroup, mount or scratch dir behind."
-    before = (_namespaces(), _links(), _procs(), _containers())
+    "Fail the session if it leaves a namespace, link, workload process, container, cgroup, mount, scratch dir or BPF program/map behind."
+    before = (_namespaces(), _links(), _procs(), _containers(), _bpf())
     yield
-    after = (_namespaces(), _links(), _procs(), _containers())
-    leaked = {kind: sorted(a - b) for kind, a, b in zip(('namespaces', 'links', 'processes', 'containers'), after, before) if a - b}
+    after = (_namespaces(), _links(), _procs(), _containers(), _bpf_after(before[-1]))
+    leaked = {kind: sorted(a - b) for kind, a, b in zip(('namespaces', 'links', 'processes', 'containers', 'bpf'), after, before) if a - b}
     assert not leaked, f"tests leaked: {leaked}"

@@ -20,8 +20,8 @@ def test_rows_are_the_testbed_probes_plus_the_runtimes(report):
     assert list(caps) == ['node0']
     c = caps['node0']
     assert c.node == 'node0' and c.has('cores')
-    assert list(dict.fromkeys(r.area for r in c.rows)) == ['cpu', 'virt', 'network', 'bpf', 'runtimes', 'tools']
-    assert [r for r in c.rows if r.area != 'runtimes'] == probe(node).rows          # the probes, as the testbed measured them
+    assert list(dict.fromkeys(r.area for r in c.rows)) == ['cpu', 'virt', 'network', 'bpf', 'runtimes', 'policy', 'tools']
+    assert [r for r in c.rows if r.area not in ('runtimes', 'policy')] == probe(node).rows   # the probes, as the testbed measured them
     assert {r.area for r in probe(node).rows} == set(AREAS) and 'runtimes' not in AREAS
     rt = [r for r in c.rows if r.area == 'runtimes']
     assert [r.item for r in rt] == list(RUNTIMES) and all(r.detail.strip() for r in rt)
@@ -34,6 +34,15 @@ def test_runtimes_are_really_tried(report):
     assert c.detail('runc') == c.detail('runtimes.runc') != c.detail('tools.runc')  # a bare name is the runtime row
     if not c.has('kvm'):
         assert not c.has('runtimes.kata') and 'kvm' in c.reason('kata').lower(), c.reason('kata')
+
+
+def test_policy_mechanisms_are_really_tried(report):
+    "One row per policy mechanism; where the kernel refuses LSM programs the row carries the measured errno."
+    c = report[0]['node0']
+    pol = [r for r in c.rows if r.area == 'policy']
+    assert [r.item for r in pol] == ['lsm', 'cgroup-connect', 'landlock', 'tp-openat'] and all(r.detail for r in pol)
+    if not c.has('bpf.lsm'): assert not c.has('policy.lsm') and 'EPERM' in c.reason('policy.lsm'), c.reason('policy.lsm')
+    assert c.has('policy.cgroup-connect') == c.has('bpf.cgroup_sock_addr')
 
 
 def test_report_text(report):

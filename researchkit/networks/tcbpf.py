@@ -14,8 +14,8 @@ from ..testbed.nodes import Node, LocalNode, NetnsNode, CommandFailed
 from .netdev import runner_of, ledger_node, _n
 
 # %% auto #0
-__all__ = ['VLAN_SRC', 'GRE_SRC', 'SOURCES', 'PROGRAMS', 'COUNTERS', 'GRE_OVERHEAD', 'CLANG_FLAGS', 'compile_bpf', 'vlan_cfg',
-           'gre_cfg', 'Attachment', 'attach', 'read_counters', 'find_attachments']
+__all__ = ['VLAN_SRC', 'GRE_SRC', 'SOURCES', 'PROGRAMS', 'COUNTERS', 'GRE_OVERHEAD', 'compile_bpf', 'vlan_cfg', 'gre_cfg',
+           'Attachment', 'attach', 'read_counters', 'find_attachments']
 
 # %% ../../nbs/21_tcbpf.ipynb #c005
 VLAN_SRC = r"""#include <linux/bpf.h>
@@ -136,22 +136,12 @@ COUNTERS = ('packets', 'bytes', 'dropped', 'passed')   # slots of each program's
 GRE_OVERHEAD = 14 + 20 + 4                            # inner Ethernet + outer IPv4 + GRE: MTU cost of the tunnel
 
 # %% ../../nbs/21_tcbpf.ipynb #c007
-CLANG_FLAGS = ['-O2', '-g', '-target', 'bpf', '-I/usr/include/x86_64-linux-gnu', '-I/usr/include']
+from ..policy.bpfprog import CLANG_FLAGS, compile_bpf as _compile_bpf   # the shared cache scheme (same key as before)
 
 def compile_bpf(name:str, # 'vlan' or 'gre' (a key of `SOURCES`)
                ) -> pathlib.Path:
     "Compile `SOURCES[name]` with clang (once per source hash); returns the object file."
-    src = SOURCES[name]
-    h = hashlib.sha256((src + ' '.join(CLANG_FLAGS)).encode()).hexdigest()[:16]
-    d = cache_dir('bpf'); obj = d/f'{name}-{h}.o'
-    if obj.exists(): return obj
-    c = d/f'{name}-{h}.c'; c.write_text(src)
-    tmp = obj.with_suffix(f'.{__import__("os").getpid()}.tmp')
-    try: r = subprocess.run(['clang', *CLANG_FLAGS, '-c', str(c), '-o', str(tmp)], capture_output=True, text=True, timeout=120)
-    except FileNotFoundError as e: raise NotMeasurable(f'tc-BPF {name}', f'clang not found: {e}')
-    if r.returncode != 0: raise NotMeasurable(f'tc-BPF {name}', f'clang failed: {r.stderr.strip()[-800:]}')
-    tmp.replace(obj)
-    return obj
+    return _compile_bpf(name, SOURCES[name], CLANG_FLAGS, what=f'tc-BPF {name}')
 
 # %% ../../nbs/21_tcbpf.ipynb #c010
 def vlan_cfg(vid:int) -> bytes:

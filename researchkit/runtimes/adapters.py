@@ -195,6 +195,7 @@ class Runtime:
 
     def start(self, c:Container,                   # what to run
               *, teardown:Teardown|None=None,        # the run's teardown: the container is deleted when it closes
+              prelaunch=None,                        # callable(Instance) run once the id, bundle and cgroup paths exist, before the container's first instruction (e.g. `Policy.prepare`)
              ) -> Instance:
         "Validate `c`, register the undo steps, prepare the bundle and start the container."
         check_container(c, self.node)
@@ -208,6 +209,7 @@ class Runtime:
                    undo=cgroup_undo(cid), node=self.node.ledger_node)
             inst.bundle = prepare_bundle(c, cid, node=self.node, teardown=td)
             self._register(inst, td)
+            if prelaunch is not None: prelaunch(inst)
             inst.proc = p = self._launch(inst)
             td.add(f"{self.name} process of {cid}", lambda: p.stop(grace=1), undo=kill_cmd(p.pid, p.start, group=True),
                    node=self.node.ledger_node)
