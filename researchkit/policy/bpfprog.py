@@ -353,6 +353,11 @@ class BpfObject:
         p = self._prog(prog)
         return self._attach(f'attach {prog} (lsm)', lambda: libbpf().bpf_program__attach_lsm(p), [])
 
+    def detach(self):
+        "Destroy the links (newest first); programs and maps stay loaded (to attach them elsewhere)."
+        links, self._links = self._links, []
+        for l in reversed(links): l.destroy()
+
     def close(self):
         "Destroy the links (newest first), then close the object (programs and maps); idempotent."
         links, self._links = self._links, []

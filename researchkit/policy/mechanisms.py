@@ -375,10 +375,12 @@ class Policy:
 
     # -- attaching
     def prepare(self, target) -> 'Policy':
-        "Attach the BPF programs to the container's cgroup2 dir (`target`: an `Instance` or a container id); once."
-        if self.cgroup is not None: raise ResearchkitError(f"policy already attached to {self.cgroup}")
+        "Attach the BPF programs to the container's cgroup2 dir (`target`: an `Instance` or a container id). A policy follows one container at a time: preparing it for another detaches it from the previous one (maps, rules and counters stay)."
         cid = getattr(target, 'id', target)
         if not isinstance(cid, str) or not cid or '/' in cid: raise ConfigError('cid', f"{cid!r}: a container id")
+        if self.cgroup is not None:
+            if self.obj is not None: self.obj.detach()
+            self.cgroup = None
         rt = getattr(getattr(target, 'runtime', None), 'name', 'runc')
         if rt in _NOT_SCOPED and self.obj is not None: raise NotMeasurable(f"BPF policy in a {rt} container", _NOT_SCOPED[rt])
         if self.obj is None: self.cgroup = ''; return self

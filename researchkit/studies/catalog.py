@@ -18,6 +18,7 @@ __all__ = ['STUDIES', 'study_names', 'get_study', 'params_path', 'notebook_path'
 STUDIES = {  # study name -> module defining its `study`
     'cni-net': 'researchkit.studies.cni_net',
     'runtimes-web': 'researchkit.studies.runtimes_web',
+    'lsm-bpf': 'researchkit.studies.lsm_bpf',
 }
 _LOADED: dict[str, Study] = {}
 

@@ -1,0 +1,85 @@
+"""researchkit.studies.lsm_bpf end to end: real BPF programs and Landlock on real runc containers, real fio, wrk and rk-trigger, through the CLI."""
+import sys, subprocess, pathlib
+import polars as pl
+import pytest
+from researchkit.studies import lsm_bpf as lb
+from researchkit.studies.catalog import load_params
+from researchkit.results.store import ResultStore
+from researchkit.claims import evaluate
+from researchkit.policy.bpfprog import bpf_ids
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
+COMMITTED = ROOT/'results'
+
+def cli(*args, **kw):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, **kw)
+
+def _netns():
+    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout
+    return {l.split()[0] for l in out.splitlines()}
+
+def test_profiles_keep_the_paper_workloads_and_the_rule_sweep():
+    for prof in ('smoke', 'quick', 'full'):
+        P = load_params('lsm-bpf', prof)
+        pts = lb.plan(P)
+        assert {'paper'} <= {p['variant'] for p in pts['fio']} and {'keepalive'} <= {p['variant'] for p in pts['wrk']}
+        assert {p['mechanism'] for p in pts['fio']} == {'none', *P['file_mechanisms']}
+        assert {p['rules'] for p in pts['wrk'] if p['mechanism'] != 'none'} == set(P['rules'])
+    full = load_params('lsm-bpf', 'full')
+    assert full['fio']['files'] == 1000 and full['wrk']['connections'] == 24 and full['rules'][-1] == 100000   # the paper's scale
+
+@pytest.mark.parametrize('param,field', [
+    ('rules=[100, 10]', 'rules'),
+    ('rules=[-5]', 'rules'),
+    ('rules=[100000000]', 'rules'),
+    ('file_mechanisms=[selinux]', 'file_mechanisms'),
+    ('net_mechanisms=[landlock]', 'net_mechanisms'),
+    ('wrk={variants: [keepalive], connections: 0, seconds: 1}', 'wrk.connections'),
+])
+def test_bad_input_fails_before_anything_is_loaded(param, field, tmp_path):
+    before, progs = _netns(), bpf_ids()
+    r = cli('run', 'lsm-bpf', '--profile', 'smoke', '--param', param, '--results', str(tmp_path/'r'))
+    assert r.returncode == 2, r.stderr
+    assert field in r.stderr, r.stderr
+    assert _netns() == before and bpf_ids() == progs and not (tmp_path/'r').exists()
+
+def test_smoke_run_end_to_end(tmp_path):
+    "The study notebook through the CLI with the smoke profile: the proof first, then every sweep, the LSM row with its reason."
+    before = _netns()
+    r = cli('run', 'lsm-bpf', '--profile', 'smoke', '--results', str(tmp_path/'results'),
+            '--figures', str(tmp_path/'figures'), '--no-progress', timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    df = ResultStore(tmp_path/'results').load('lsm-bpf')
+    proof = df.filter(pl.col('experiment') == 'enforcement')
+    val = lambda m, metric: proof.filter((pl.col('mechanism') == m) & (pl.col('metric') == metric))['value'][0]
+    for m in ('landlock', 'cgroup-connect'):       # enforcing stand-ins: denied inside, allowed inside, nothing denied outside
+        assert val(m, 'denied') == 1 and val(m, 'allowed') == 1 and val(m, 'outside_allowed') == 1, m
+    assert val('tp-openat', 'matched') >= 1 and val('tp-openat', 'denied') == 0   # counts, cannot deny
+    lsm = proof.filter((pl.col('mechanism') == 'lsm') & (pl.col('metric') == 'not_measurable'))
+    assert lsm.height and lsm['note'].str.contains('EPERM').all(), lsm
+    # the hooks fired once per hooked call of the measured run (BPF per-CPU counters against the workload's own count)
+    pc = df.filter((pl.col('experiment') == 'percall') & (pl.col('mechanism') == 'cgroup-connect'))
+    fired = pc.filter(pl.col('metric') == 'hook_fired')['value'].to_list()
+    calls = pc.filter(pl.col('metric') == 'hooked_calls')['value'].to_list()
+    assert fired and all(c > 1000 and c <= f <= 1.05 * c + 100 for f, c in zip(fired, calls)), (fired, calls)
+    fio = df.filter((pl.col('experiment') == 'fio') & (pl.col('mechanism') == 'tp-openat'))
+    assert (fio.filter(pl.col('metric') == 'hook_fired')['value'] >= fio.filter(pl.col('metric') == 'hooked_calls')['value']).all()
+    for exp, metric in (('fio', 'write_bw'), ('wrk', 'transfer_per_s'), ('percall', 'ns_per_call')):
+        got = df.filter((pl.col('experiment') == exp) & (pl.col('metric') == metric))
+        assert got.height and (got['value'] > 0).all(), exp
+    table = evaluate(lb.claims(), df)
+    assert table['id'].to_list() == ['1', '2', 'lsm', 'landlock', 'tp-openat', 'cgroup-connect']
+    assert table.filter(pl.col('id').is_in(['landlock', 'tp-openat', 'cgroup-connect']))['status'].to_list() == ['reproduced'] * 3
+    assert {p.name for p in (tmp_path/'figures').rglob('*.png')} >= {'table2.png', 'fig3_rules.png', 'percall_ns.png'}
+    assert _netns() == before and not list(pathlib.Path('/sys/fs/cgroup/unified/researchkit').glob('rk*'))
+
+@pytest.mark.skipif(not (COMMITTED/'lsm-bpf'/'records.parquet').exists(), reason='no committed quick run')
+def test_committed_quick_campaign_decides_from_real_records():
+    df = ResultStore(COMMITTED).load('lsm-bpf')
+    camp = sorted(df['campaign'].unique().to_list())[-1]
+    table = evaluate(lb.claims(), df.filter(pl.col('campaign') == camp))
+    paper = table.filter(pl.col('id').is_in(['1', '2']))
+    assert paper['status'].is_in(['reproduced', 'refuted', 'inconclusive']).all(), table
+    assert all(r for r in paper.filter(pl.col('status') == 'inconclusive')['reason'])
+    assert 'EPERM' in table.filter(pl.col('id') == 'lsm')['reason'][0]
