@@ -28,6 +28,7 @@ nbdev-test:                  ## the examples and tests under the code in the lib
 bench: setup                 ## harness, data-path and container-runtime costs, as ratios measured in one run (run alone)
 	$(VENV)/python bench/harness.py
 	$(VENV)/python bench/runtimes.py
+	$(VENV)/python bench/policy.py
 
 doctor: setup
 	$(VENV)/researchkit doctor --testbed $(TESTBED)

@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/rules.html.md"""
 
 # %% ../../nbs/26_rules.ipynb #c003
 from __future__ import annotations
-import ipaddress, os, posixpath, random, struct
+import ipaddress, os, posixpath, random, socket, struct
 from dataclasses import dataclass, field
 from typing import Callable
 from ..core import ConfigError
@@ -44,9 +44,11 @@ class Rules:
     files: list = field(default_factory=list)   # absolute paths as the container sees them
     ipv4: list = field(default_factory=list)    # IPv4 addresses (no prefixes)
     ipv6: list = field(default_factory=list)    # IPv6 addresses; IPv4-mapped ones move to `ipv4`
+    _checked: bool = field(default=False, init=False, repr=False, compare=False)  # set on `validate`'s result: validating it again is free
 
     def validate(self) -> 'Rules':
-        "A checked, normalised copy (duplicates dropped, order kept); `ConfigError` naming the first bad entry."
+        "A checked, normalised copy (duplicates dropped, order kept); `ConfigError` naming the first bad entry. A validated `Rules` returns itself."
+        if self._checked: return self
         for f in ('files', 'ipv4', 'ipv6'):
             v = getattr(self, f)
             if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)): raise ConfigError(f, f"{v!r}: a list")
@@ -58,7 +60,9 @@ class Rules:
             ip = _addr(a, f'ipv6[{i}]', 6)
             if ip.ipv4_mapped is not None: v4.append(str(ip.ipv4_mapped))
             else: v6.append(str(ip))
-        return Rules(list(dict.fromkeys(files)), list(dict.fromkeys(v4)), list(dict.fromkeys(v6)))
+        out = Rules(list(dict.fromkeys(files)), list(dict.fromkeys(v4)), list(dict.fromkeys(v6)))
+        out._checked = True
+        return out
 
     def __len__(self): return len(self.files) + len(self.ipv4) + len(self.ipv6)
 
@@ -89,8 +93,8 @@ def synthetic(n:int,                 # entries per list (files, ipv4, ipv6), rea
                  fill(real.ipv6, lambda i: str(ipaddress.IPv6Address((0x20010db8 << 96) + i * 0x9e3779b97f4a7c15 % (1 << 96))), 1 << 40))
 
 # %% ../../nbs/26_rules.ipynb #c011
-def ipv4_key(a:str) -> bytes: return ipaddress.IPv4Address(a).packed
-def ipv6_key(a:str) -> bytes: return ipaddress.IPv6Address(a).packed
+def ipv4_key(a:str) -> bytes: return socket.inet_pton(socket.AF_INET, a)    # network order, as the programs compare
+def ipv6_key(a:str) -> bytes: return socket.inet_pton(socket.AF_INET6, a)
 def path_key(p:str) -> bytes: return p.encode().ljust(PATH_KEY_SIZE, b'\0')
 def kernel_dev(st_dev:int) -> int:
     "The kernel's `dev_t` (major << 20 | minor) of a user-space `st_dev`."

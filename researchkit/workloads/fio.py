@@ -97,6 +97,7 @@ def fio(node:Node,                 # where fio runs (a host, a pod namespace, a 
         ramp:int=0,                # seconds run before the measurement starts (fio `ramp_time`)
         cpus=None,                 # pin fio (taskset list, e.g. '1')
         margin:float=120,          # extra seconds allowed for the layout and the report
+        free_bytes:int|None=None,  # free space of `directory` if known (e.g. a tmpfs of known size); None: measured with `df` first
        ) -> dict[str, tuple[float, str]]:
     "Run one fio job on `node`; metric -> (value, unit)."
     if variant not in VARIANTS: raise ConfigError('variant', f"{variant!r} is not one of {', '.join(VARIANTS)}")
@@ -106,7 +107,9 @@ def fio(node:Node,                 # where fio runs (a host, a pod namespace, a 
     ramp = check_count(ramp, 'ramp', 0, MAX_SECONDS)
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or margin < 0: raise ConfigError('margin', f"expected seconds >= 0, got {margin!r}")
     need = n * (size if variant == 'paper' else 4096)
-    free = _free_bytes(node, d)
+    if free_bytes is not None and (isinstance(free_bytes, bool) or not isinstance(free_bytes, int) or free_bytes < 0):
+        raise ConfigError('free_bytes', f"expected bytes >= 0 or None, got {free_bytes!r}")
+    free = _free_bytes(node, d) if free_bytes is None else free_bytes
     if need > free * 0.9: raise ConfigError('filesize', f"{n} files need {need} B but {d} on {node.name} has {free} B free")
     sub = f"{d}/rk-fio-{secrets.token_hex(4)}".replace('//', '/')
     argv = fio_argv(variant, sub, nrfiles=n, filesize=size, bs=b, seconds=secs, ramp=ramp)
