@@ -285,3 +285,14 @@ def test_failed_load_reports_errno_and_log_and_frees_everything(no_leak):
         o = BpfObject(policy_object(), autoload={p: p == 'rk_connect4' for p in PROGRAMS}, teardown=td).load()
         with pytest.raises(ConfigError) as e: o.map('rk_deny4').update(b'\1\2\3', b'\1')
         assert e.value.where == 'rk_deny4.key'
+
+def test_policy_follows_one_container_at_a_time(no_leak):
+    "Preparing a policy for a second container detaches it from the first: the first is free again, the second is policed, the maps stay."
+    with Teardown() as td:
+        p = Policy(RULES, ['cgroup-connect'], teardown=td)
+        a = _sleeper(p, td, 'pola')
+        assert _connects(a, [[4, '127.0.0.2']]) == ['EPERM']
+        b = RUNC.start(Container('polb', IMG, ['sleep', '120'], mounts=BINDS), teardown=td, prelaunch=p.prepare)
+        assert _connects(b, [[4, '127.0.0.2'], [4, '127.0.0.3']]) == ['EPERM', 'ok']
+        assert _connects(a, [[4, '127.0.0.2']]) == ['ok']          # no longer attached there
+        assert p.counters()['connect4_denied'] == 2

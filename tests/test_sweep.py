@@ -23,6 +23,19 @@ def test_repetition_major_order_and_records(tmp_path):
     assert df.height == 24 and set(df['metric']) == {'gbps', 'cpu'}
     assert df.filter((pl.col('path') == 'vxlan') & (pl.col('size') == 1024) & (pl.col('metric') == 'gbps')).sort('repetition')['value'].to_list() == [1.024, 2.024, 3.024]
 
+def test_shuffled_repetitions_run_every_point_in_a_seeded_order_of_their_own(tmp_path):
+    "shuffle=True: each repetition measures all its points, in an order that differs between repetitions and is the same when resumed."
+    pts = [{'path': f'p{i}', 'size': 64} for i in range(8)]
+    orders = []
+    for d in ('a', 'b'):
+        calls = []
+        _run(ResultStore(tmp_path/d), lambda p, rep: calls.append((rep, p['path'])) or {'gbps': (1.0, 'Gbit/s')}, points=pts, shuffle=True)
+        orders.append(calls)
+    assert orders[0] == orders[1]                                       # seeded: the same campaign runs the same order
+    per = [[p for r, p in orders[0] if r == k] for k in range(3)]
+    assert all(sorted(o) == sorted(x['path'] for x in pts) for o in per)  # every point once per repetition
+    assert len({tuple(o) for o in per}) == 3 and per[0] != [x['path'] for x in pts]   # a different order each time
+
 def test_interrupted_sweep_resumes_and_measures_only_the_rest(tmp_path):
     st, calls = ResultStore(tmp_path), []
     def measure(p, rep):

@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/sweep.html.md"""
 
 # %% ../../nbs/42_sweep.ipynb #c003
 from __future__ import annotations
-import time, html
+import time, html, random
 from dataclasses import dataclass, field
 from typing import Callable
 from ..core import ConfigError, NotMeasurable
@@ -66,6 +66,7 @@ def sweep(store:ResultStore,                # where records go (and what is alre
           campaign:str|None=None,           # campaign used for resume; default the provenance's
           progress:bool=True,               # tqdm progress bar
           on_not_measurable:str|Callable='record', # 'record' (row + go on), 'raise', or f(point, rep, exc) after recording
+          shuffle:bool=False,               # True: each repetition runs its points in its own seeded random order, so a drift during the sweep becomes noise, not a bias between points
          ) -> SweepSummary:
     "Measure every point `repetitions` times, repetition-major, skipping what `store` already holds."
     points = _check_points(points)
@@ -79,7 +80,8 @@ def sweep(store:ResultStore,                # where records go (and what is alre
         campaign = getattr(prov, 'campaign', None)
         if campaign is None: p0 = get_prov(); campaign = p0.get('campaign') or p0['run_id']
     keys = store.keys(study)
-    todo = [(r, p) for r in range(repetitions) for p in points
+    order = lambda r: random.Random(f"{campaign}:{experiment}:{r}").sample(points, len(points)) if shuffle else points
+    todo = [(r, p) for r in range(repetitions) for p in order(r)
             if (experiment, point_key(study, experiment, p), r, testbed, campaign) not in keys]
     s = SweepSummary(study, experiment, skipped=len(points) * repetitions - len(todo))
     bar = _progress(len(points) * repetitions, s.skipped, f"{study}/{experiment}", progress)

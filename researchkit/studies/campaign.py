@@ -134,15 +134,16 @@ class Campaign:
               measure,                         # (point, repetition) -> {metric: (value, unit)}
               *, repetitions:int|None=None,    # default: the parameter `repetitions`
               tools:dict|None=None,            # tool versions to add to provenance
+              shuffle:bool=False,              # each repetition in its own seeded random point order (`results.sweep.sweep`)
              ) -> SweepSummary:
         "Measure every point (resuming: what this campaign recorded is skipped); the summary is kept in `summaries`."
         self._need_measuring('sweep')
         if self._t_first is None: self._t_first = time.perf_counter()
         s = sweep(self.store, study=self.study.name, experiment=experiment, points=points,
                   repetitions=repetitions or self.P['repetitions'], measure=measure, prov=self.provenance(tools),
-                  testbed=self.testbed.name, campaign=self.id, progress=self.progress)
+                  testbed=self.testbed.name, campaign=self.id, progress=self.progress, shuffle=shuffle)
         self.summaries.append(s); print(s)
-        self._swept[experiment] = (points, measure)
+        self._swept[experiment] = (points, measure, shuffle)
         return s
 
     def done(self, experiment:str, point:dict, repetition:int=0) -> bool:
@@ -228,8 +229,8 @@ class Campaign:
                  f"round {rnd}: +1 repetition of {n_todo} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
             t_round = time.perf_counter()
             for e, ps in todo.items():
-                points, fn = self._swept[e]
-                self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + 1)
+                points, fn, shuffled = self._swept[e]
+                self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + 1, shuffle=shuffled)
             last = (n_todo, time.perf_counter() - t_round)
         return log
 
@@ -240,7 +241,7 @@ class Campaign:
         have = ({} if df.is_empty() else
                 {(r['experiment'], r['point_key']): r['n'] for r in df.group_by('experiment', 'point_key').agg(pl.col('repetition').n_unique().alias('n')).iter_rows(named=True)})
         out = {}
-        for e, (points, _) in self._swept.items():
+        for e, (points, *_) in self._swept.items():
             for p in points:
                 if not any(_matches(e, p, f) for c in claims for f in c.needs): continue
                 n = have.get((e, point_key(self.study.name, e, p)), 0)

@@ -122,19 +122,30 @@ class Bench:
         self.server_pod, self.client_pod = self.topo.pods[0], self.topo.pods[-1]
         # wrk's connect-per-request variant opens ~10 000 connections a second: the server pod keeps no TIME_WAIT sockets and
         # the client uses the whole port range, so a new connection never meets an old one's 4-tuple (measured without
-        # this: runs stalled on 1-s SYN retransmits, 150 to 11 000 requests/s). Both namespaces are the study's own.
-        self.server_pod.node.run('sysctl -qw net.ipv4.tcp_max_tw_buckets=0', timeout=15)
-        self.client_pod.node.run("sysctl -qw net.ipv4.ip_local_port_range='1024 65535'", timeout=15)
+        # this: the client's TIME_WAIT sockets used up the ports within a few runs, and later runs stalled on them,
+        # ~115 instead of ~10 000 requests/s). Both namespaces are the study's own.
+        for pod in (self.server_pod, self.client_pod):
+            pod.node.run("sysctl -qw net.ipv4.tcp_max_tw_buckets=0 net.ipv4.tcp_tw_reuse=1 net.ipv4.ip_local_port_range='1024 65535'", timeout=15)
         d = self.blocked_dir = tempfile.mkdtemp(prefix=f"{current_run_id()}-blocked-", dir='/run' if os.access('/run', os.W_OK) else None)
         self.td.add(f"blocked-files dir {d}", lambda: shutil.rmtree(d, ignore_errors=True), undo=f"rm -rf {shlex.quote(d)}")
         pathlib.Path(d, 'secret').write_text('blocked\n')
         self.image = rootfs_image(WEB_PACKAGES, node=self.host)
-        rt = get_runtime('runc', self.host)
-        ok, why = rt.available()
+        self.rt = get_runtime('runc', self.host)
+        ok, why = self.rt.available()
         if not ok: raise NotMeasurable('runc', why)
-        c = web_container(self.image, name='web', netns=self.server_pod.node.netns, cpuset=str(P['server_cpus']), node=self.host)
-        self.web = rt.start(c, teardown=self.td)
         self.url = f"http://{self.server_pod.ip}/input.txt"   # a 4 KiB static file: the request's own cost stays small
+        self.web, self._web_td, self.web_starts = None, None, 0
+        self.fresh_web()
+
+    def fresh_web(self):
+        "(Re)start the web server: every wrk run meets the same server (Apache's prefork grows from 5 to ~100 processes under load, and its throughput drifts with it)."
+        from researchkit.workloads.webapp import web_container, http_ready
+        if self._web_td is not None: self._web_td.close()
+        self.web_starts += 1
+        self._web_td = Teardown(self.td.ledger)
+        self.td.callback('web server', lambda: self._web_td.close())
+        c = web_container(self.image, name=f"web{self.web_starts:03d}", netns=self.server_pod.node.netns, cpuset=str(self.P['server_cpus']), node=self.host)
+        self.web = self.rt.start(c, teardown=self._web_td)
         self.web.wait_ready(lambda: http_ready(self.client_pod.node, self.url), timeout=120)
 
     def node(self, policy, *, netns:str|None=None, cpus=None, tmpfs:bool=False, proofs:list|None=None):
@@ -190,6 +201,7 @@ def measure_fn(experiment:str, P:dict, bench:Bench):
                 m['hooked_calls'] = (m['file_opens'][0], 'open() calls the hook sees (measured phase)')
             else:
                 W = P['wrk']
+                bench.fresh_web()
                 node = bench.node(policy, netns=bench.client_pod.node.netns, cpus=P['client_cpus'], proofs=proofs)
                 m = wrk(node, bench.url, threads=W['threads'], connections=W['connections'], seconds=W['seconds'],
                         close=pt['variant'] == 'close')
@@ -228,7 +240,7 @@ def measure(run, P:dict) -> None:
     prove(run, P, bench)
     tools = tool_versions(bench.host)
     for exp, pts in plan(P).items():
-        run.sweep(exp, pts, measure_fn(exp, P, bench), tools=tools)
+        run.sweep(exp, pts, measure_fn(exp, P, bench), tools=tools, shuffle=True)   # drift between points becomes noise, not a bias
 
 # %% ../../nbs/63_lsm_bpf.ipynb #c013
 COST_BAND = (0.90, 0.98)   # "a few percent (5-7 %)": throughput with / without enforcement, a cost between 2 and 10 %
