@@ -135,6 +135,7 @@ class Bench:
         if not ok: raise NotMeasurable('runc', why)
         self.url = f"http://{self.server_pod.ip}/input.txt"   # a 4 KiB static file: the request's own cost stays small
         self.web, self._web_td, self.web_starts = None, None, 0
+        self.td.callback('web server', lambda: self._web_td and self._web_td.close())
         self.fresh_web()
 
     def fresh_web(self):
@@ -143,7 +144,6 @@ class Bench:
         if self._web_td is not None: self._web_td.close()
         self.web_starts += 1
         self._web_td = Teardown(self.td.ledger)
-        self.td.callback('web server', lambda: self._web_td.close())
         c = web_container(self.image, name=f"web{self.web_starts:03d}", netns=self.server_pod.node.netns, cpuset=str(self.P['server_cpus']), node=self.host)
         self.web = self.rt.start(c, teardown=self._web_td)
         self.web.wait_ready(lambda: http_ready(self.client_pod.node, self.url), timeout=120)
