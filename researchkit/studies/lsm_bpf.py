@@ -115,7 +115,6 @@ class Bench:
         from researchkit.networks.datapaths import Topology
         from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
         from researchkit.runtimes.adapters import get_runtime
-        from researchkit.workloads.webapp import web_container, http_ready
         self.run, self.P, self.td = run, P, run.teardown
         self.host = run.testbed.hosts()[0]
         self.topo = Topology('bridge', placement='same-host', pods=2, teardown=self.td).up()
