@@ -1,4 +1,5 @@
 "Tests of researchkit.networks.netdev on real namespaces and devices."
+import time
 import pytest
 from researchkit.core import ConfigError, current_run_id
 from researchkit.teardown import Teardown
@@ -24,6 +25,10 @@ def test_namespaces_created_and_removed():
         nodes = add_netns([f'{rid}-nt{i}' for i in range(3)], teardown=td)
         assert sorted(list_netns(f'{rid}-nt')) == [f'{rid}-nt{i}' for i in range(3)]
         p = nodes[0].spawn('sleep 60')            # a process inside does not keep the namespace alive
+        deadline = time.monotonic() + 10          # inside: `ip netns exec` has entered the namespace (spawn returns before that)
+        while not LocalNode().run(f'ip netns pids {rid}-nt0', check=False).stdout.strip():
+            assert time.monotonic() < deadline, "the process never entered the namespace"
+            time.sleep(0.05)
         del_netns(nodes[0]); p.wait(5)
         assert f'{rid}-nt0' not in list_netns(f'{rid}-nt')
     assert list_netns(f'{rid}-nt') == []
