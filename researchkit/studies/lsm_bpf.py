@@ -20,7 +20,7 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'FILE_MECHANISMS', 'NET_MECHANISMS', 'FIO_VA
            'SCHEMA', 'MECHANISM_ROLE', 'PAPER_TABLE2', 'REAL_BLOCKED_FILE', 'REAL_BLOCKED_IPV4', 'REAL_BLOCKED_IPV6',
            'ALLOWED_FILE', 'WORK_DIR', 'WORK_TMPFS_MB', 'COST_BAND', 'FLAT_PERCALL', 'FLAT_WORKLOAD', 'study', 'plan',
            'policy_rules', 'Bench', 'measure_fn', 'prove', 'measure', 'enforcement_cost', 'rule_growth', 'claims',
-           'added_ns', 'table2', 'hook_table', 'paper_rows', 'figures', 'notes', 'tool_versions']
+           'against_none', 'added_ns', 'table2', 'hook_table', 'paper_rows', 'figures', 'notes', 'tool_versions']
 
 # %% ../../nbs/63_lsm_bpf.ipynb #c004
 NAME = 'lsm-bpf'
@@ -332,32 +332,23 @@ def claims():
     return out
 
 # %% ../../nbs/63_lsm_bpf.ipynb #c017
-def _relative(df:pl.DataFrame, experiment:str, metric:str, by:list[str]) -> pl.DataFrame:
-    "Per repetition, `metric` of every enforced run over the same repetition's run without enforcement (same `by` values): median, q1, q3 over repetitions."
+def against_none(df:pl.DataFrame, experiment:str, metric:str, by:list[str], *, added:bool=False) -> pl.DataFrame:
+    "Per repetition, `metric` of every enforced run against the same repetition's run without enforcement (same `by` values): their ratio, or with `added` their difference; median, q1, q3 over repetitions, and the unenforced median (`base`)."
     from researchkit.claims import select
     s = select(df, metric, experiment=experiment)
     if s.is_empty(): return s
     keys = [*by, *[k for k in ('campaign', 'testbed', 'repetition') if k in s.columns]]
     base = s.filter(pl.col('mechanism') == 'none').group_by(keys).agg(pl.col('value').median().alias('base'))
     r = (s.filter(pl.col('mechanism') != 'none').join(base, on=keys, how='inner', nulls_equal=True)
-          .with_columns((pl.col('value') / pl.col('base')).alias('rel')))
-    v = pl.col('rel')
+          .with_columns((pl.col('value') - pl.col('base') if added else pl.col('value') / pl.col('base')).alias('x')))
+    v = pl.col('x')
     return r.group_by([*by, 'mechanism', 'rules']).agg(median=v.median(), q1=v.quantile(0.25, interpolation='linear'),
-                                                       q3=v.quantile(0.75, interpolation='linear'), n=pl.len()).sort([*by, 'mechanism', 'rules'])
+                                                       q3=v.quantile(0.75, interpolation='linear'), base=pl.col('base').median(),
+                                                       n=pl.len()).sort([*by, 'mechanism', 'rules'])
 
 def added_ns(df:pl.DataFrame) -> pl.DataFrame:
-    "ns a hooked call costs over the same call without any program (same repetition): median, q1, q3 per mode, mechanism and rule count."
-    from researchkit.claims import select
-    s = select(df, 'ns_per_call', experiment='percall')
-    if s.is_empty(): return s
-    keys = ['mode', *[k for k in ('campaign', 'testbed', 'repetition') if k in s.columns]]
-    base = s.filter(pl.col('mechanism') == 'none').group_by(keys).agg(pl.col('value').median().alias('base'))
-    r = (s.filter(pl.col('mechanism') != 'none').join(base, on=keys, how='inner', nulls_equal=True)
-          .with_columns((pl.col('value') - pl.col('base')).alias('added'), pl.col('base')))
-    v = pl.col('added')
-    return r.group_by('mode', 'mechanism', 'rules').agg(median=v.median(), q1=v.quantile(0.25, interpolation='linear'),
-                                                        q3=v.quantile(0.75, interpolation='linear'), base_ns=pl.col('base').median(),
-                                                        n=pl.len()).sort('mode', 'mechanism', 'rules')
+    "ns a hooked call costs over the same call without any program (same repetition), per mode, mechanism and rule count."
+    return against_none(df, 'percall', 'ns_per_call', ['mode'], added=True).rename({'base': 'base_ns'}, strict=False)
 
 def table2(df:pl.DataFrame) -> pl.DataFrame:
     "Table 2 per mechanism, at the fewest rules: latency and throughput with (O) and without (X) enforcement, medians over repetitions, and the change."
@@ -415,7 +406,7 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
                             outdir, 'table2')
     parts = []
     for exp, metric, label in (('fio', 'write_iops', 'files (fio)'), ('wrk', 'requests_per_s', 'IPs (wrk)')):
-        r = _relative(df, exp, metric, ['variant'])
+        r = against_none(df, exp, metric, ['variant'])
         if r.height: parts.append(r.with_columns(pl.format('{} — {}', pl.lit(label), pl.col('variant')).alias('workload')))
     if parts:
         d = pl.concat(parts, how='diagonal_relaxed')
