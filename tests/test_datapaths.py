@@ -121,6 +121,19 @@ def test_baseline(td):
     srv, cli, ip = s.baseline()
     assert srv is cli and ip == '127.0.0.1' and tcp_bytes(srv, cli, ip, n=500_000) == 500_000
 
+@pytest.mark.parametrize('placement', PLACEMENTS)
+def test_no_veth_end_shares_its_peers_index(placement, td):
+    """A veth end whose ifindex equals its peer's gets its carrier change batched by linkwatch (up to 1 s): a fresh topology then
+    drops its first packets. Every cross-namespace end of the topology has an index different from its peer's."""
+    topo = Topology('bridge', placement=placement, pods=3, teardown=td).up()
+    seen = 0
+    for node in [h.node for h in topo.hosts] + [p.node for p in topo.pods]:
+        for l in json.loads(node.run('ip -j link show type veth').stdout or '[]'):
+            if 'link_index' in l:
+                assert l['ifindex'] != l['link_index'], (node.name, l['ifname'], l['ifindex'])
+                seen += 1
+    assert seen >= 6 + (2 if placement == 'different-host' else 0)  # 3 pod pairs (+ the wire)
+
 def test_without_capabilities_the_testbed_probe_decides(td):
     "capabilities=None: the testbed's own probe of host 0's machine (one vocabulary, one cache per machine and process)."
     from researchkit.testbed.capabilities import probe

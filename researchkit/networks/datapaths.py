@@ -19,7 +19,8 @@ from .netdev import (runner_of, ledger_node, netns_undo, veth_line, rate_limit_l
 from . import tcbpf
 
 # %% auto #0
-__all__ = ['DATAPATHS', 'PLACEMENTS', 'DataPath', 'register_datapath', 'Host', 'Pod', 'testbed_hosts', 'Topology']
+__all__ = ['DATAPATHS', 'PLACEMENTS', 'WIRE_INDEX', 'POD_ETH0_INDEX', 'DataPath', 'register_datapath', 'Host', 'Pod',
+           'testbed_hosts', 'Topology']
 
 # %% ../../nbs/22_datapaths.ipynb #c005
 @dataclass
@@ -130,6 +131,14 @@ def _check_config(datapath, placement, pods, hosts, wire_rate_mbit, vlans):
         if datapath != 'ovs-vlan': raise ConfigError('vlans', "only the 'ovs-vlan' data path takes VLAN ids")
         if len(vlans) != pods or not all(isinstance(v, int) and 1 <= v <= 4094 for v in vlans):
             raise ConfigError('vlans', f"{vlans!r} must be {pods} integers from 1 to 4094 (one VID per pod)")
+
+# Interface indexes of the links that cross namespaces, so that no veth end has the same index as its peer. The kernel
+# treats a carrier change as urgent only when a device's ifindex differs from its iflink (the peer's index); otherwise
+# linkwatch batches it at most once a second, and a fresh topology drops its first packets for up to a second (measured:
+# the first 1-s iperf3 run over the bridge path took 2.02 s, a lost SYN; with distinct indexes 1.01 s). Fresh host
+# namespaces both number their wire end 2, and a same-host pod's eth0 and its host end can both be 2.
+WIRE_INDEX = (4001, 4002)  # the wire's end in host namespace 0 and 1
+POD_ETH0_INDEX = 3000      # + pod number: eth0 inside each pod namespace
 
 class Topology:
     "Pods on hosts joined by one data path; `up()` builds it, `down()` (or the `Teardown`) removes it."
@@ -286,7 +295,7 @@ class Topology:
             rl = self._root[id(parent)]
             rl += [f'netns add {h.name}' for h in self.hosts]
             if two: rl.append(veth_line(self.wire, self.wire, a_ns=self.hosts[0].name, b_ns=self.hosts[1].name,
-                                        a_mac=_mac(1, 0), b_mac=_mac(1, 1)))
+                                        a_mac=_mac(1, 0), b_mac=_mac(1, 1), a_index=WIRE_INDEX[0], b_index=WIRE_INDEX[1]))
             for i in range(nh): self._hl[i].append('link set dev lo up')
         for p in self.pods: self._root[id(p.node.parent)].append(f'netns add {p.node.netns}')
         for p in self.pods: self._pl[self.pods.index(p)].append('link set dev lo up')
@@ -352,8 +361,8 @@ class Topology:
         for j, p in enumerate(self.pods):
             hv = self.dev(f'v{j}'); hns = self._hns(p.host)
             self._host_link_undo(p.host, hv)
-            self._root[id(p.node.parent)].append(veth_line(hv, 'eth0', a_ns=hns, b_ns=p.node.netns,
-                                                           a_mac=_mac(4, j) if hmac else None, b_mac=_mac(3, j), mtu=mtu))
+            self._root[id(p.node.parent)].append(veth_line('eth0', hv, a_ns=p.node.netns, b_ns=hns, a_index=POD_ETH0_INDEX + j,
+                                                           a_mac=_mac(3, j), b_mac=_mac(4, j) if hmac else None, mtu=mtu))
             self._hl[p.host] += ([f'link set dev {hv} master {bridge}'] if bridge else []) + [f'link set dev {hv} up']
 
     def _pod_addr(self, j:int, ip:str, prefix:int, *routes:str):

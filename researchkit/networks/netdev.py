@@ -108,11 +108,16 @@ def list_netns(prefix:str='', parent:Node|None=None) -> list[str]:
 
 # %% ../../nbs/20_netdev.ipynb #c012
 def veth_line(a:str, b:str, *, a_ns:str|None=None, b_ns:str|None=None,
-              a_mac:str|None=None, b_mac:str|None=None, mtu:int|None=None) -> str:
+              a_mac:str|None=None, b_mac:str|None=None, mtu:int|None=None,
+              a_index:int|None=None, b_index:int|None=None, # interface indexes (None: the kernel's next free one)
+             ) -> str:
     "An `ip -batch` line creating veth pair `a`–`b`, each end directly inside its namespace (never in the root one)."
-    def end(name, ns, mac):
-        return f"name {name}" + (f" netns {ns}" if ns else '') + (f" address {mac}" if mac else '') + (f" mtu {mtu}" if mtu else '')
-    return f"link add {end(a, a_ns, a_mac)} type veth peer {end(b, b_ns, b_mac)}"
+    if b_index and not a_index:  # iproute2 6.1 silently drops the peer's index unless the first end has one too (measured)
+        raise ConfigError('b_index', "give a_index too: without it `ip link add` ignores the peer's index")
+    def end(name, ns, mac, index):
+        return (f"name {name}" + (f" netns {ns}" if ns else '') + (f" address {mac}" if mac else '') + (f" mtu {mtu}" if mtu else '')
+                + (f" index {index}" if index else ''))
+    return f"link add {end(a, a_ns, a_mac, a_index)} type veth peer {end(b, b_ns, b_mac, b_index)}"
 
 def add_veth(node:Node,                # machine (or namespace) the command runs on
              a:str, b:str,             # end names (≤ 15 characters)

@@ -6,14 +6,15 @@ Docs: https://researchkit.github.io/researchkit/sockperf.html.md"""
 
 # %% ../../nbs/31_sockperf.ipynb #c003
 from __future__ import annotations
-import re
-from ..core import ConfigError, ResearchkitError
+import hashlib, re, shlex
+from ..core import ConfigError, ResearchkitError, cache_dir
 from ..teardown import Teardown
-from ..testbed.nodes import Node, Result, CommandFailed
+from ..testbed.nodes import Node, LocalNode, Result, CommandFailed
 from .iperf import serve, whole_seconds, check_size, check_port, UDP_MAX_PAYLOAD, _output
 
 # %% auto #0
-__all__ = ['SOCKPERF_MIN_MSG', 'SOCKPERF_MAX_MSG', 'parse_sockperf', 'sockperf_pingpong', 'tool_versions']
+__all__ = ['SOCKPERF_MIN_MSG', 'SOCKPERF_MAX_MSG', 'NOPAUSE_C', 'NOPAUSE_CFLAGS', 'parse_sockperf', 'build_nopause',
+           'sockperf_pingpong', 'tool_versions']
 
 # %% ../../nbs/31_sockperf.ipynb #c004
 SOCKPERF_MIN_MSG = 14               # sockperf's message header; smaller messages are refused
@@ -39,6 +40,45 @@ def parse_sockperf(text:str) -> dict:
             'observations': (obs, 'round trips'),
             'dropped': (num(r'# dropped messages = (\d+)') or 0.0, 'messages')}
 
+# %% ../../nbs/31_sockperf.ipynb #c005b
+NOPAUSE_C = r'''// rk-nopause: LD_PRELOAD for `sockperf pp`: skip its idle pauses (the first sleep(2), usleep(100000)); nothing else changes.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
+static double skipped_s; static int long_sleeps;
+unsigned int sleep(unsigned int s) {
+    static unsigned int (*real)(unsigned int);
+    if (s == 2 && !long_sleeps++) { skipped_s += s; return 0; }
+    if (!real) real = (unsigned int (*)(unsigned int))dlsym(RTLD_NEXT, "sleep");
+    return real(s);
+}
+int usleep(useconds_t us) {
+    static int (*real)(useconds_t);
+    if (us == 100000) { skipped_s += us / 1e6; return 0; }
+    if (!real) real = (int (*)(useconds_t))dlsym(RTLD_NEXT, "usleep");
+    return real(us);
+}
+__attribute__((destructor)) static void report(void) { fprintf(stderr, "RK_NOPAUSE skipped_s=%.3f\n", skipped_s); }
+'''
+NOPAUSE_CFLAGS = ['-O2', '-shared', '-fPIC', '-Wall']
+
+def build_nopause(node:Node|None=None, # the machine sockperf runs on (this host by default)
+                  *, timeout:float=60) -> str|None:
+    "Compile rk-nopause once per source hash on `node`; its path there, or None when the node has no C compiler."
+    node = node or LocalNode()
+    h = hashlib.sha256((NOPAUSE_C + ' '.join(NOPAUSE_CFLAGS)).encode()).hexdigest()[:12]
+    d = str(cache_dir('bin')) if node.kind in ('local', 'netns') else '/var/tmp/researchkit-bin'
+    so, q = f"{d}/rk-nopause-{h}.so", shlex.quote
+    r = node.run(f"test -f {q(so)} || {{ cc=$(command -v clang || command -v cc) || exit 3; mkdir -p {q(d)} && cat > {q(so)}.$$.c "
+                 f"&& $cc {' '.join(NOPAUSE_CFLAGS)} -o {q(so)}.$$ {q(so)}.$$.c -ldl && mv -f {q(so)}.$$ {q(so)}; rc=$?; "
+                 f"rm -f {q(so)}.$$.c {q(so)}.$$; exit $rc; }}", input=NOPAUSE_C, timeout=timeout, check=False)
+    return so if r.rc == 0 else None
+
+def _skipped(text:str) -> float:
+    m = re.search(r'RK_NOPAUSE skipped_s=([\d.]+)', text)
+    return float(m.group(1)) if m else 0.0
+
 # %% ../../nbs/31_sockperf.ipynb #c006
 def sockperf_pingpong(server:Node,   # runs `sockperf sr`
                       client:Node,   # runs `sockperf pp`
@@ -50,19 +90,23 @@ def sockperf_pingpong(server:Node,   # runs `sockperf sr`
                       client_cpus=None,    # pin the client
                       port:int|None=None,  # server port; None: a free one
                       clamp:bool=False,    # clamp an oversize `msg_bytes` to 65507 instead of refusing it
+                      skip_pauses:bool=True, # preload rk-nopause: skip the client's idle 2.2 s (see above); False: sockperf as it is
                       teardown:Teardown,   # the server process is registered here
                      ) -> dict[str, tuple[float, str]]:
     "Ping-pong latency from `client` to `server` with sockperf; metric -> (value, unit)."
     size = check_size(msg_bytes, SOCKPERF_MIN_MSG, SOCKPERF_MAX_MSG, clamp=clamp, why="sockperf's message size limits")
     secs = whole_seconds(seconds)
     if not isinstance(tcp, bool): raise ConfigError('tcp', f"expected True or False, got {tcp!r}")
+    if not isinstance(skip_pauses, bool): raise ConfigError('skip_pauses', f"expected True or False, got {skip_pauses!r}")
     port = check_port(port)
     if not server_ip or not isinstance(server_ip, str): raise ConfigError('server_ip', f"expected an address, got {server_ip!r}")
     flag = ['--tcp'] if tcp else []
     proc, port = serve(server, lambda p: ['sockperf', 'sr', *flag, '-i', server_ip, '-p', p], teardown=teardown,
                        port=port, udp=not tcp, cpus=server_cpus, label='sockperf server')
     try:
-        r = client.run(['sockperf', 'pp', *flag, '-i', server_ip, '-p', port, '-m', size, '-t', secs],
+        so = build_nopause(client) if skip_pauses else None
+        pre = ['env', f'LD_PRELOAD={so}'] if so else []
+        r = client.run([*pre, 'sockperf', 'pp', *flag, '-i', server_ip, '-p', port, '-m', size, '-t', secs],
                        cpus=client_cpus, timeout=secs + 30, check=False)
         try: m = parse_sockperf(r.stdout + r.stderr)
         except ResearchkitError as e:
@@ -70,6 +114,7 @@ def sockperf_pingpong(server:Node,   # runs `sockperf sr`
     finally:
         proc.stop()
     m['msg_bytes'] = (float(size), 'B')
+    m['pause_skipped_s'] = (_skipped(r.stderr), "s of sockperf's idle pauses skipped (rk-nopause)")
     return m
 
 # %% ../../nbs/31_sockperf.ipynb #c007
