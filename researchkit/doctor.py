@@ -9,12 +9,13 @@ from __future__ import annotations
 from .testbed.nodes import Node
 from .testbed.capabilities import Cap, Capabilities, probe
 from .testbed.inventory import Testbed
+from .testbed.tools import FABRIC_TOOLS, tool_rows
 from .runtimes.adapters import runtime_rows
 from .policy.mechanisms import mechanism_rows
 from .networks.datapaths import DATAPATHS, testbed_hosts
 
 # %% auto #0
-__all__ = ['runtime_caps', 'policy_caps', 'node_capabilities', 'doctor', 'format_doctor']
+__all__ = ['runtime_caps', 'policy_caps', 'ledger_tool_caps', 'node_capabilities', 'doctor', 'format_doctor']
 
 # %% ../nbs/24_doctor.ipynb #c005
 def runtime_caps(node:Node) -> list[Cap]:
@@ -25,13 +26,18 @@ def policy_caps(node:Node, *, refresh:bool=False) -> list[Cap]:
     "Every policy mechanism of `researchkit.policy`, tried on `node`: `Cap('policy', name, ok, measured reason)` each."
     return [Cap('policy', name, ok, why) for name, ok, why in mechanism_rows(node, refresh=refresh)]
 
+def ledger_tool_caps(node:Node) -> list[Cap]:
+    "The ledger layer's pinned builds on `node` (`FABRIC_TOOLS`): `Cap('tools', name, built, version it was built from | what to run)` each."
+    return [Cap('tools', name, ok, why) for name, ok, why in tool_rows(node, FABRIC_TOOLS)]
+
 def node_capabilities(node:Node,              # where to measure
                       *, refresh:bool=False,  # probe again even if this process already probed the node
                      ) -> Capabilities:
-    "The testbed probes of `node` plus its runtime and policy rows, in the order cpu, virt, network, bpf, runtimes, policy, tools."
+    "The testbed probes of `node` plus its runtime and policy rows, in the order cpu, virt, network, bpf, runtimes, policy, tools (the ledger tools last)."
     base = probe(node, refresh=refresh)
     rt = runtime_caps(node) + policy_caps(node, refresh=refresh)
-    return Capabilities(node.name, [r for r in base.rows if r.area != 'tools'] + rt + [r for r in base.rows if r.area == 'tools'])
+    tools = [r for r in base.rows if r.area == 'tools' and r.item not in FABRIC_TOOLS] + ledger_tool_caps(node)
+    return Capabilities(node.name, [r for r in base.rows if r.area != 'tools'] + rt + tools)
 
 # %% ../nbs/24_doctor.ipynb #c008
 def doctor(testbed=None,          # a `Testbed`, an inventory name/path, or None for the default testbed

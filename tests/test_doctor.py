@@ -4,6 +4,7 @@ from researchkit.testbed.inventory import Testbed
 from researchkit.testbed.capabilities import probe, AREAS
 from researchkit.runtimes.adapters import RUNTIMES
 from researchkit.networks.datapaths import DATAPATHS
+from researchkit.testbed.tools import FABRIC_TOOLS, go_tools
 from researchkit.doctor import doctor, format_doctor
 
 
@@ -21,7 +22,8 @@ def test_rows_are_the_testbed_probes_plus_the_runtimes(report):
     c = caps['node0']
     assert c.node == 'node0' and c.has('cores')
     assert list(dict.fromkeys(r.area for r in c.rows)) == ['cpu', 'virt', 'network', 'bpf', 'runtimes', 'policy', 'tools']
-    assert [r for r in c.rows if r.area not in ('runtimes', 'policy')] == probe(node).rows   # the probes, as the testbed measured them
+    probe_only = lambda rows: [r for r in rows if r.area not in ('runtimes', 'policy') and not (r.area == 'tools' and r.item in FABRIC_TOOLS)]
+    assert probe_only(c.rows) == probe_only(probe(node).rows)   # the probes, as the testbed measured them (peer/orderer: see below)
     assert {r.area for r in probe(node).rows} == set(AREAS) and 'runtimes' not in AREAS
     rt = [r for r in c.rows if r.area == 'runtimes']
     assert [r.item for r in rt] == list(RUNTIMES) and all(r.detail.strip() for r in rt)
@@ -75,3 +77,19 @@ def test_given_the_testbed_the_sriov_line_knows_the_declared_pfs():
     assert line(by_tb, 'a').endswith(sr.real) and line(by_tb, 'b').endswith(sr.standin)
     assert line(by_name, 'a').endswith(sr.standin)            # by name only, no host is known to declare a PF
     assert by_tb.splitlines()[0] == by_name.splitlines()[0] == 'researchkit doctor — testbed pf'
+
+
+def test_one_row_per_ledger_tool(report):
+    "The pinned Fabric, fabric-ca, rk-load and rk-kv builds close the tools area, one row each, read from `go version -m`."
+    caps, text, _ = report
+    c = caps['node0']
+    rows = [r for r in c.rows if r.item in FABRIC_TOOLS]
+    assert [r.item for r in rows] == list(FABRIC_TOOLS) and c.rows[-len(rows):] == rows and {r.area for r in rows} == {'tools'}
+    pins = go_tools()
+    for r in rows:   # built by `make setup` (tools/install-go-tools) before the tests run
+        assert r.available and r.detail.endswith(f"/{pins[r.item].subdir}/{r.item})"), r
+    fabric = f"(github.com/hyperledger/fabric {pins['peer'].version}, go1."
+    assert c.detail('tools.peer').startswith(f"2.5.0-main-695dd57e {fabric}") and c.detail('tools.orderer').startswith(f"2.5.0-main-695dd57e {fabric}")
+    assert c.detail('tools.fabric-ca-server').startswith('v1.5.13 (github.com/hyperledger/fabric-ca v1.5.13, cgo, go1.')
+    assert c.detail('tools.rk-load').startswith(f"{pins['rk-load'].key} (github.com/hyperledger/fabric-gateway v1.7.0, ")
+    assert re.search(r'^    ✓ peer\s+2\.5\.0-main-695dd57e ', text, re.M) and re.search(r'^    ✓ rk-kv\s+local-[0-9a-f]{12} ', text, re.M)

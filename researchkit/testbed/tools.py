@@ -1,4 +1,4 @@
-"""Where the pinned Go tools (gVisor's runsc, vegeta) live on a node, and copying them to one that lacks them.
+"""Where the pinned Go tools (gVisor's runsc, vegeta, Hyperledger Fabric and fabric-ca, our rk-load and rk-kv) live on a node, what they were built from, and copying them to a node that lacks them.
 
 Docs: https://researchkit.github.io/researchkit/tools.html.md"""
 
@@ -6,65 +6,243 @@ Docs: https://researchkit.github.io/researchkit/tools.html.md"""
 
 # %% ../../nbs/14_tools.ipynb #c003
 from __future__ import annotations
-import os, pathlib, platform, shlex
-from dataclasses import dataclass
+import hashlib, os, pathlib, platform, re, shlex
+from dataclasses import dataclass, field
 from ..core import ConfigError, NotMeasurable, project_root
 from .nodes import Node, LocalNode
 
 # %% auto #0
-__all__ = ['INSTALL_HINT', 'GoTool', 'go_tools', 'tool_path', 'go_tool']
+__all__ = ['OPTIONS', 'FABRIC_MODULE', 'INSTALL_HINT', 'FABRIC_CONFIG_FILES', 'FABRIC_TOOLS', 'source_hash', 'GoTool', 'go_tools',
+           'tool_path', 'go_tool', 'fabric_config_dir', 'fabric_config', 'build_info', 'tool_rows']
 
 # %% ../../nbs/14_tools.ipynb #c005
+OPTIONS = {'cgo': 'cgo', 'fabric-ldflags': 'fabric-ldflags=LABEL'}   # 5th-column options: name -> its form (`=` takes a value)
+FABRIC_MODULE = 'github.com/hyperledger/fabric'
+
+def source_hash(d:str|os.PathLike) -> str:
+    "12 hex of the sha256 over `<sha256>  ./<path>` lines of every regular file under `d`, in byte order of the paths (the `local` cache key; tools/install-go-tools computes the same with find, sort and sha256sum)."
+    d = os.fsencode(d)
+    rels = []
+    for top, _, files in os.walk(d):
+        for f in files:
+            p = os.path.join(top, f)
+            if os.path.isfile(p) and not os.path.islink(p): rels.append(b'./' + os.path.relpath(p, d))
+    h = hashlib.sha256()
+    for rel in sorted(rels):
+        with open(os.path.join(d, rel), 'rb') as f: h.update(hashlib.file_digest(f, 'sha256').hexdigest().encode() + b'  ' + rel + b'\n')
+    return h.hexdigest()[:12]
+
 @dataclass(frozen=True)
 class GoTool:
     "One line of tools/go-tools.txt."
-    name: str       # binary name
-    module: str     # Go module path
-    version: str    # pinned version (a tag or a pseudo-version)
-    package: str    # package inside the module ('.' = the module root)
+    name: str                         # binary name
+    module: str                       # Go module path; for a `local` tool its source directory, './tools/go/<name>'
+    version: str                      # pinned version (a tag or a pseudo-version), or 'local'
+    package: str                      # package inside the module ('.' = the module root)
+    options: tuple[str, ...] = ()     # the 5th column, split at commas: 'cgo', 'fabric-ldflags=2.5.0-main'
+    root: str|None = field(default=None, compare=False, repr=False)   # checkout the file belongs to (a local source is relative to it)
 
     @property
-    def subdir(self) -> str: return f"{self.name}@{self.version}"
+    def local(self) -> bool: return self.version == 'local'
+    def option(self, name:str, default=None):
+        "The value of option `name` (`True` for a flag such as `cgo`), or `default` when the line does not carry it."
+        for o in self.options:
+            k, eq, v = o.partition('=')
+            if k == name: return v if eq else True
+        return default
+    @property
+    def cgo(self) -> bool: return bool(self.option('cgo', False))
+    @property
+    def source(self) -> pathlib.Path|None:
+        "Source directory of a `local` tool; None for a module tool."
+        return pathlib.Path(self.root or project_root())/self.module[2:] if self.local else None
+    @property
+    def key(self) -> str:
+        "The version part of the cache directory: the pin, or `local-<source_hash>`, computed now from the source."
+        return f"local-{source_hash(self.source)}" if self.local else self.version
+    @property
+    def subdir(self) -> str: return f"{self.name}@{self.key}"
+    @property
+    def stamp(self) -> str|None:
+        "The `common/metadata.Version` that `fabric-ldflags` stamps (what `peer version` prints), else None."
+        label = self.option('fabric-ldflags')
+        if not label: return None
+        m = re.search(r'[.-]\d{14}-([0-9a-f]{12})$', self.version)   # a pseudo-version's commit
+        return f"{label}-{m[1][:8]}" if m else label
+
+def _tool_line(where:str, line:str, root:pathlib.Path) -> GoTool:
+    f = line.split()
+    if len(f) not in (4, 5):
+        raise ConfigError(where, f"expected 'name module version package [options]' (4 or 5 fields), got {len(f)}: {line!r}")
+    opts = tuple(f[4].split(',')) if len(f) == 5 else ()
+    seen = set()
+    for o in opts:
+        k, eq, v = o.partition('=')
+        if k not in OPTIONS: raise ConfigError(where, f"unknown option {o!r}; known: {', '.join(OPTIONS.values())}")
+        if ('=' in OPTIONS[k]) != bool(eq) or (eq and not v): raise ConfigError(where, f"option {o!r}: the form is {OPTIONS[k]}")
+        if k in seen: raise ConfigError(where, f"option {k} given twice")
+        seen.add(k)
+    t = GoTool(*f[:4], opts, root=str(root))
+    if t.local:
+        if not t.module.startswith('./'): raise ConfigError(where, f"a local tool's module column is its source directory, './…', got {t.module!r}")
+        if not ((t.source/'go.mod').is_file() and (t.source/'go.sum').is_file()):
+            raise ConfigError(where, f"{t.module} needs go.mod and go.sum (the sum pins every dependency)")
+    return t
 
 def go_tools(path:str|os.PathLike|None=None) -> dict[str, GoTool]:
-    "The pinned tools, by name, from tools/go-tools.txt."
+    "The pinned tools, by name, from tools/go-tools.txt (a `local` tool's source is relative to the checkout holding the file)."
     p = pathlib.Path(path) if path else project_root()/'tools'/'go-tools.txt'
     out = {}
     for n, line in enumerate(p.read_text().splitlines(), 1):
         line = line.split('#', 1)[0].strip()
         if not line: continue
-        f = line.split()
-        if len(f) != 4: raise ConfigError(f"{p.name}:{n}", f"expected 'name module version package', got {line!r}")
-        out[f[0]] = GoTool(*f)
+        t = _tool_line(f"{p.name}:{n}", line, p.resolve().parent.parent)
+        if t.name in out: raise ConfigError(f"{p.name}:{n}", f"{t.name} is pinned twice")
+        out[t.name] = t
     return out
 
 # %% ../../nbs/14_tools.ipynb #c008
 INSTALL_HINT = "tools/install-go-tools (run by `make setup`)"
+FABRIC_CONFIG_FILES = ('core.yaml', 'orderer.yaml')   # copied from the Fabric module's sampleconfig/ by the install
 
 def _root_expr() -> str: return '${RESEARCHKIT_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/researchkit/tools}'
 
-def tool_path(name:str, node:Node|None=None) -> str|None:
-    "Absolute path of the pinned `name` on `node` (default: this machine), or None if it is not built there."
+def _pin(name:str) -> GoTool:
     t = go_tools().get(name)
     if t is None: raise ConfigError('tool', f"{name!r} is not a pinned Go tool (known: {', '.join(go_tools())})")
+    return t
+
+def tool_path(name:str, node:Node|None=None) -> str|None:
+    "Absolute path of the pinned `name` on `node` (default: this machine), or None if it is not built there."
+    t = _pin(name)
     node = node or LocalNode()
     r = node.run(f'p="{_root_expr()}/{t.subdir}/{t.name}"; [ -x "$p" ] && echo "$p"', check=False, timeout=30)
     return r.stdout.strip() or None
 
-def go_tool(name:str,                # a tool of tools/go-tools.txt: 'runsc', 'vegeta'
+def _copy_in(node:Node, subdir:str, files:dict[str, str], mode:str='644') -> str:
+    "Put local files (destination name -> local path) into `<root>/<subdir>/` on `node`, each atomically; the directory."
+    d = node.run(f'd="{_root_expr()}/{subdir}"; mkdir -p "$d" && echo "$d"', timeout=30).stdout.strip()
+    for dst, src in files.items():
+        q = shlex.quote(f"{d}/{dst}")
+        node.put(src, f"{d}/{dst}.tmp")
+        node.run(f"chmod {mode} {q}.tmp && mv {q}.tmp {q}", timeout=30)
+    return d
+
+def go_tool(name:str,                # a tool of tools/go-tools.txt: 'runsc', 'vegeta', 'peer', 'rk-load', …
             node:Node|None=None,     # where it must run (default: this machine)
             *, copy:bool=True,       # copy this machine's build to `node` when it lacks one
            ) -> str:
     "Path of the pinned tool on `node`; `NotMeasurable` saying how to install it when it is missing."
     node = node or LocalNode()
+    t = _pin(name)
     p = tool_path(name, node)
     if p: return p
     if copy and not isinstance(node, LocalNode):
         local = tool_path(name)
         if local and node.run('uname -m', timeout=30).stdout.strip() == platform.machine():
-            t = go_tools()[name]
-            d = node.run(f'd="{_root_expr()}/{t.subdir}"; mkdir -p "$d" && echo "$d"', timeout=30).stdout.strip()
-            node.put(local, f"{d}/{t.name}.tmp")
-            node.run(f"chmod 755 {shlex.quote(d)}/{t.name}.tmp && mv {shlex.quote(d)}/{t.name}.tmp {shlex.quote(d)}/{t.name}", timeout=30)
-            return f"{d}/{t.name}"
-    raise NotMeasurable(name, f"the pinned {name} ({go_tools()[name].version}) is not built on {node.name}: run {INSTALL_HINT}")
+            return f"{_copy_in(node, t.subdir, {t.name: local}, '755')}/{t.name}"
+    raise NotMeasurable(name, f"the pinned {name} ({t.version if not t.local else t.subdir}) is not built on {node.name}: run {INSTALL_HINT}")
+
+def _fabric_pin() -> GoTool:
+    t = go_tools().get('peer') or next((t for t in go_tools().values() if t.module == FABRIC_MODULE), None)
+    if t is None: raise ConfigError('tool', f"no {FABRIC_MODULE} line in tools/go-tools.txt")
+    return t
+
+def fabric_config_dir(node:Node|None=None) -> str|None:
+    "Directory holding the pinned Fabric's sampleconfig `core.yaml` and `orderer.yaml` on `node` (default: this machine), or None if they are not there."
+    node = node or LocalNode()
+    test = ' && '.join(f'[ -f "$d/{f}" ]' for f in FABRIC_CONFIG_FILES)
+    r = node.run(f'd="{_root_expr()}/fabric-config@{_fabric_pin().version}"; {test} && echo "$d"', check=False, timeout=30)
+    return r.stdout.strip() or None
+
+def fabric_config(node:Node|None=None, *, copy:bool=True) -> str:
+    "`fabric_config_dir` on `node`, copying this machine's files there when it lacks them (like `go_tool`); `NotMeasurable` when missing."
+    node = node or LocalNode()
+    d = fabric_config_dir(node)
+    if d: return d
+    if copy and not isinstance(node, LocalNode) and (local := fabric_config_dir()):
+        return _copy_in(node, f"fabric-config@{_fabric_pin().version}", {f: f"{local}/{f}" for f in FABRIC_CONFIG_FILES})
+    raise NotMeasurable('fabric config', f"sampleconfig of {FABRIC_MODULE}@{_fabric_pin().version} is not on {node.name}: run {INSTALL_HINT}")
+
+# %% ../../nbs/14_tools.ipynb #c011
+FABRIC_TOOLS = ('peer', 'orderer', 'osnadmin', 'configtxgen', 'discover', 'fabric-ca-server', 'fabric-ca-client', 'rk-load', 'rk-kv')
+
+def _parse_buildinfo(text:str) -> dict:
+    "The fields of `go version -m` output that provenance needs."
+    info = {'go': None, 'package': None, 'module': None, 'version': None, 'sum': None, 'deps': {}, 'settings': {}}
+    for i, l in enumerate(text.splitlines()):
+        if i == 0 and (m := re.search(r': (go\d\S*)$', l)): info['go'] = m[1]; continue
+        f = l.strip().split('\t')
+        if f[0] == 'path' and len(f) > 1: info['package'] = f[1]
+        elif f[0] == 'mod' and len(f) > 2: info['module'], info['version'], info['sum'] = f[1], f[2], (f[3] if len(f) > 3 else None)
+        elif f[0] == 'dep' and len(f) > 2: info['deps'][f[1]] = f[2]
+        elif f[0] == 'build' and len(f) > 1 and '=' in f[1]: k, _, v = f[1].partition('='); info['settings'][k] = v
+    return info
+
+def build_info(names:list[str]|tuple[str, ...]|None=None,   # pinned tools to read (default: all of go-tools.txt)
+               node:Node|None=None,                          # where (default: this machine)
+              ) -> dict[str, dict]:
+    "{name: {'path', 'go', 'module', 'version', 'sum', 'deps', 'settings', 'stamp', 'other_builds', 'error'}} read from the pinned builds on `node`, in one shell call; `path` None = not built; `stamp` the `-X` Version found in the binary ('unstamped': Fabric's default)."
+    pins = go_tools()
+    names = list(names) if names is not None else list(pins)
+    for n in names: _pin(n)
+    tools = [pins[n] for n in names]
+    script = 'r="' + _root_expr() + '"\ncommand -v go >/dev/null || echo "@@nogo"\n' + ''.join(
+        f'p="$r/{t.subdir}/{t.name}"; echo "@@tool {t.name}"; if [ -x "$p" ]; then echo "@@path $p"; '
+        f'go version -m "$p" 2>&1 | head -n 200; '
+        + (f'if LC_ALL=C grep -q -a -F {shlex.quote(t.stamp)} "$p"; then echo "@@stamp yes"; '
+           f'elif LC_ALL=C grep -q -a -F "development build" "$p"; then echo "@@stamp default"; else echo "@@stamp none"; fi; ' if t.stamp else '')
+        + f'else ls -d "$r/{t.name}@"* 2>/dev/null | sed "s/^/@@other /"; fi\n' for t in tools)
+    text = (node or LocalNode()).run(script, check=False, timeout=120).stdout
+    nogo, res = '@@nogo' in text.split('@@tool ')[0], {}
+    for chunk in text.split('@@tool ')[1:]:
+        name, _, body = chunk.partition('\n')
+        path, stamp, others, rest = None, None, [], []
+        for l in body.splitlines():
+            if l.startswith('@@path '): path = l[7:]
+            elif l.startswith('@@stamp '): stamp = l[8:].strip()
+            elif l.startswith('@@other '): others.append(os.path.basename(l[8:]))
+            else: rest.append(l)
+        info = _parse_buildinfo('\n'.join(rest)) if path else _parse_buildinfo('')
+        t = pins[name]
+        info.update(path=path, other_builds=others, stamp={'yes': t.stamp, 'default': 'unstamped'}.get(stamp),
+                    error=None if not path or info['go'] else 'no go on the node to read it' if nogo
+                          else (' '.join(' '.join(rest).split())[:200] or 'no build info'))
+        res[name] = info
+    return res
+
+def _gomod_module(d:pathlib.Path) -> str|None:
+    "The module path a go.mod declares."
+    m = re.search(r'^module\s+(\S+)', (d/'go.mod').read_text(), re.M)
+    return m[1].strip('"') if m else None
+
+def _tool_row(t:GoTool, info:dict) -> tuple[str, bool, str]:
+    "One (name, ok, detail) row of `tool_rows`."
+    if not info['path']:
+        why = f"not built: run tools/install-go-tools"
+        if info['other_builds']: why += f" (only {', '.join(info['other_builds'])} is here: built from an older {'source' if t.local else 'pin'})"
+        return t.name, False, why
+    where = f"({info['path']})"
+    if info['error'] == 'no go on the node to read it': return t.name, True, f"{t.key} (pinned build; {info['error']}) {where}"
+    if info['error']: return t.name, False, f"not a Go build: {info['error']}; run tools/install-go-tools {where}"
+    cgo = ', cgo' if info['settings'].get('CGO_ENABLED') == '1' else ''
+    want = (_gomod_module(t.source), '(devel)') if t.local else (t.module, t.version)
+    if (info['module'], info['version']) != want:
+        got = f"{info['module']} {info['version']}" if info['module'] else f"{info['package']} (no module)"
+        return t.name, False, f"built from {got}, pinned {' '.join(want)}: run tools/install-go-tools {where}"
+    if t.local:
+        deps = [f"{m} {v}" for m, v in info['deps'].items() if m.startswith('github.com/hyperledger/')]
+        deps.append(f"{len(info['deps'])} deps pinned by go.sum")
+        return t.name, True, f"{t.key} ({', '.join(deps)}{cgo}, {info['go']}) {where}"
+    mod = f"{t.module} {t.version}{cgo}, {info['go']}"
+    if t.stamp and info['stamp'] == t.stamp: return t.name, True, f"{t.stamp} ({mod}) {where}"
+    if info['stamp'] == 'unstamped': return t.name, True, f"{t.version} ({mod}; Fabric's default Version 'latest': built without fabric-ldflags) {where}"
+    if t.stamp: return t.name, True, f"{t.version} ({mod}; links no Fabric version string) {where}"
+    return t.name, True, f"{t.version} ({mod}) {where}"
+
+def tool_rows(node:Node|None=None,                             # where (default: this machine)
+              names:list[str]|tuple[str, ...]=FABRIC_TOOLS,    # pinned tools to report
+             ) -> list[tuple[str, bool, str]]:
+    "(name, built and pinned, what it was built from or what to run) per tool, from `build_info`: the doctor's rows."
+    pins, infos = go_tools(), build_info(names, node)
+    return [_tool_row(pins[n], infos[n]) for n in names]
