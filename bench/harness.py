@@ -2,8 +2,9 @@
 
 1. Topology setup and teardown time per data path and placement (every path interleaved per repetition,
    median and range over repetitions, ratio to the plain bridge).
-2. Harness share of each cni-net sweep kind: wall time not spent in the nominal workload / wall time (goal <= 10 %),
-   and sockperf's own fixed cost per call.
+2. Harness share of each cni-net sweep kind with the quick profile's settings (bridge + macvlan + the host baseline,
+   different hosts): wall time not spent in the nominal workload / wall time (goal <= 10 %).
+3. sockperf with and without rk-nopause (its idle pauses skipped): wall time per call and median latency, as ratios.
 
 Benchmarks interfere with each other on a 2-core VM: run one at a time. The harness is pinned to CPU 0;
 workload client and server are pinned to CPUs 0 and 1 by the study parameters.
@@ -31,19 +32,18 @@ def bench_topologies(reps:int, datapaths, placements):
     return t
 
 def bench_sweep(reps:int):
-    "Each cni-net sweep kind on a small plan, through the study's own measure functions: where the wall time goes."
+    "Each cni-net sweep kind with the quick profile's settings on a subset of data paths, through the study's own measure functions."
     from researchkit.teardown import Teardown
     from researchkit.results.store import ResultStore
     from researchkit.results.records import provenance
     from researchkit.claims import select
     from researchkit.studies import cni_net
+    from researchkit.studies.catalog import load_params, read_yaml, params_path
     from researchkit.testbed.nodes import LocalNode
     from researchkit.testbed.capabilities import probe
-    P = {'datapaths': ['bridge', 'macvlan'], 'placements': ['different-host'], 'scenarios': ['BMP2BMP'], 'repetitions': reps,
-         'throughput': {'protocols': ['tcp'], 'msg_bytes': [1024, 65536], 'seconds': 1},
-         'latency': {'protocol': 'udp', 'msg_bytes': [64], 'seconds': 1, 'repetitions': None},
-         'mpi': {'datapaths': ['bridge', 'macvlan'], 'pods': 8, 'ranks_per_pod': [2], 'msg_bytes': 16384, 'iterations': 20, 'warmup': 5},
-         'vm_msg_bytes': 16384, 'client_cpus': '0', 'server_cpus': '1'}
+    q = read_yaml(params_path('cni-net', 'quick'))
+    P = load_params('cni-net', 'quick', overrides=dict(datapaths=['bridge', 'macvlan'], placements=['different-host'], scenarios=['BMP2BMP'],
+                                                       repetitions=reps, mpi={**q['mpi'], 'datapaths': ['bridge', 'macvlan']}))
     node = LocalNode(); caps = probe(node)
     store = ResultStore(pathlib.Path(tempfile.mkdtemp(prefix='rk-bench-')))
     prov = provenance('local', node, profile='bench')
@@ -62,19 +62,21 @@ def bench_sweep(reps:int):
             out[exp] = dict(points=n, wall_s=wall, measure_s=s.measure_s, workload_s=workload)
     return out
 
-def sockperf_fixed_cost(reps:int):
-    "Seconds a `sockperf pp -t T` call takes beyond T, on loopback (median over reps): the tool's own pause, measured."
-    import subprocess, socket
-    with socket.socket() as so: so.bind(('127.0.0.1', 0)); port = str(so.getsockname()[1])
-    srv = subprocess.Popen(['taskset', '-c', '1', 'sockperf', 'sr', '-i', '127.0.0.1', '-p', port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.3); extra = []
+def sockperf_nopause(reps:int):
+    "sockperf pp with and without rk-nopause on loopback, interleaved: wall time per 1-s call and the median latency, per variant."
+    from researchkit.teardown import Teardown
+    from researchkit.testbed.nodes import LocalNode
+    from researchkit.workloads.sockperf import sockperf_pingpong, sockperf_server
+    out = {True: [], False: []}
+    with Teardown() as td:
+        node = LocalNode()
+        srv = sockperf_server(node, '127.0.0.1', cpus='1', teardown=td)
         for _ in range(reps):
-            t0 = time.perf_counter()
-            subprocess.run(['taskset', '-c', '0', 'sockperf', 'pp', '-i', '127.0.0.1', '-p', port, '-t', '1', '-m', '64'], capture_output=True, timeout=30)
-            extra.append(time.perf_counter() - t0 - 1)
-    finally: srv.terminate(); srv.wait(5)
-    return med_range(extra)
+            for skip in (False, True):
+                t0 = time.perf_counter()
+                m = sockperf_pingpong(node, node, '127.0.0.1', seconds=1, msg_bytes=64, client_cpus='0', skip_pauses=skip, running=srv, teardown=td)
+                out[skip].append((time.perf_counter() - t0, m['latency_p50_us'][0]))
+    return out
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -93,7 +95,7 @@ def main():
             ups, downs = [u for u, _ in t[(dp, pl_)]], [d for _, d in t[(dp, pl_)]]
             (mu, lu, hu), (md, ld, hd) = med_range(ups), med_range(downs)
             print(f"{dp:<15} {pl_:<15} {mu*1e3:8.0f} [{lu*1e3:5.0f}–{hu*1e3:5.0f}] {md*1e3:8.0f} [{ld*1e3:5.0f}–{hd*1e3:5.0f}] {mu/base:15.2f}")
-    print(f"\n## 2. Where a sweep's wall time goes (cni-net sweep kinds, bridge + macvlan + host baseline, different hosts, 3 repetitions)\n")
+    print(f"\n## 2. Where a sweep's wall time goes (cni-net quick settings; bridge + macvlan + host baseline, different hosts, 3 repetitions)\n")
     s = bench_sweep(3)
     print(f"{'sweep':<12} {'points':>6} {'wall s':>8} {'workload s':>11} {'harness share':>14} {'goal':>5} {'bookkeeping':>12} {'in measure, not workload':>25}")
     for exp, r in s.items():
@@ -101,11 +103,17 @@ def main():
         book = (r['wall_s'] - r['measure_s']) / r['wall_s']
         print(f"{exp:<12} {r['points']:6d} {r['wall_s']:8.1f} {r['workload_s']:11.1f} {harness:14.1%} {'ok' if harness <= 0.10 else 'over':>5} "
               f"{book:12.1%} {harness - book:25.1%}")
-    m, lo, hi = sockperf_fixed_cost(a.reps)
     print(f"\nharness share = (wall - nominal workload) / wall, goal <= 10 %; of which bookkeeping = the sweep's own (resume check, provenance,"
           f"\nrecords) and the rest inside measure(): topology (re)builds, server readiness, tool start-up, warm-up and pauses."
-          f"\nsockperf pp itself takes {m:.2f} s [{lo:.2f}–{hi:.2f}] beyond -t per call on loopback (median of {a.reps}): its pre-test pause,"
-          f"\nwhich no option removes (--pre-warmup-wait only adds); only longer runs amortise it.")
+          f"\nMPI's workload is the collectives themselves (mean all-to-all time x calls); each run also pays one mpirun launch.")
+    sp = sockperf_nopause(a.reps)
+    (w0, l0), (w1, l1) = [[statistics.median(x) for x in zip(*sp[k])] for k in (False, True)]
+    print(f"\n## 3. sockperf pp with and without rk-nopause (loopback, 1-s runs, {a.reps} interleaved repetitions, medians)\n")
+    print(f"{'variant':<22} {'wall s per call':>16} {'p50 latency µs':>16}")
+    for name, k in (('sockperf as it is', False), ('with rk-nopause', True)):
+        w, l = zip(*sp[k]); (mw, lw, hw), (ml, ll, hl) = med_range(w), med_range(l)
+        print(f"{name:<22} {mw:6.2f} [{lw:.2f}–{hw:.2f}] {ml:7.1f} [{ll:.1f}–{hl:.1f}]")
+    print(f"ratio with / without: wall {w1 / w0:.2f}, p50 latency {l1 / l0:.2f} (the shim skips idle sleeps only: latency ratio ~1)")
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -8,7 +8,7 @@ Docs: https://researchkit.github.io/researchkit/cni_net.html.md"""
 from __future__ import annotations
 import math, json, pathlib
 import polars as pl
-from ..core import Field, ConfigError, NotMeasurable, markdown_table
+from ..core import Field, ConfigError, NotMeasurable, ResearchkitError, markdown_table
 from ..teardown import Teardown
 from ..claims import iqr
 from .contract import Study, ADAPTIVE
@@ -92,7 +92,7 @@ class Topologies:
     "One live topology at a time, rebuilt on demand."
     def __init__(self, teardown:Teardown, *, hosts=None, parent=None, wire_rate_mbit=None, capabilities=None):
         self.td, self.hosts, self.parent, self.rate, self.caps = teardown, hosts, parent, wire_rate_mbit, capabilities
-        self.key, self.topo, self._td = None, None, None
+        self.key, self.topo, self._td, self._kept = None, None, None, {}
         teardown.callback('cni-net topologies', self.close)
 
     def get(self, datapath:str, placement:str, pods:int=2, hosts=None):
@@ -108,9 +108,15 @@ class Topologies:
             self.key = key
         return self.topo
 
+    def keep(self, key, start):
+        "A resource that lives as long as the live topology (a server): `start(teardown)` once per topology, then reused."
+        if self.topo is None: raise ResearchkitError("Topologies.keep needs a live topology: call get() first")
+        if key not in self._kept: self._kept[key] = start(self._td)
+        return self._kept[key]
+
     def close(self):
         if self._td is not None: self._td.close()
-        self.key, self.topo, self._td = None, None, None
+        self.key, self.topo, self._td, self._kept = None, None, None, {}
 
 # %% ../../nbs/61_cni_net.ipynb #c012
 def vm_hosts(testbed, scenario:str, capabilities):
@@ -134,7 +140,7 @@ def tool_versions(node) -> dict:
 def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown, *, testbed=None, capabilities=None):
     "The `measure(point, repetition)` callable of one experiment."
     from researchkit.workloads.iperf import iperf3
-    from researchkit.workloads.sockperf import sockperf_pingpong
+    from researchkit.workloads.sockperf import sockperf_pingpong, sockperf_server
     from researchkit.workloads.mpi import mpi_alltoall
     cc, sc = P['client_cpus'], P['server_cpus']
     def endpoints(pt, pods=2):
@@ -151,8 +157,10 @@ def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown,
                            server_cpus=sc, client_cpus=cc, teardown=td)
             elif experiment == 'latency':
                 srv, cli, ip = endpoints(pt)
-                m = sockperf_pingpong(srv, cli, ip, msg_bytes=pt['msg_bytes'], seconds=pt['seconds'], tcp=pt['proto'] == 'tcp',
-                                      clamp=True, server_cpus=sc, client_cpus=cc, teardown=td)
+                tcp = pt['proto'] == 'tcp'   # one server per topology, kept across message sizes and calls
+                run = topologies.keep(('sockperf', srv.name, ip, tcp), lambda ttd: sockperf_server(srv, ip, tcp=tcp, cpus=sc, teardown=ttd))
+                m = sockperf_pingpong(srv, cli, ip, msg_bytes=pt['msg_bytes'], seconds=pt['seconds'], tcp=tcp,
+                                      clamp=True, client_cpus=cc, running=run, teardown=td)
             elif experiment == 'mpi':
                 hosts = vm_hosts(testbed, pt['scenario'], capabilities) if pt['scenario'] != 'BMP2BMP' else None
                 t = topologies.get(pt['datapath'], pt['placement'], pt['pods'], hosts)

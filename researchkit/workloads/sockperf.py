@@ -7,14 +7,15 @@ Docs: https://researchkit.github.io/researchkit/sockperf.html.md"""
 # %% ../../nbs/31_sockperf.ipynb #c003
 from __future__ import annotations
 import hashlib, re, shlex
+from dataclasses import dataclass
 from ..core import ConfigError, ResearchkitError, cache_dir
 from ..teardown import Teardown
-from ..testbed.nodes import Node, LocalNode, Result, CommandFailed
-from .iperf import serve, whole_seconds, check_size, check_port, UDP_MAX_PAYLOAD, _output
+from ..testbed.nodes import Node, LocalNode, Proc, Result, CommandFailed
+from .iperf import serve, whole_seconds, check_size, check_port, UDP_MAX_PAYLOAD, ServerFailed, _output
 
 # %% auto #0
 __all__ = ['SOCKPERF_MIN_MSG', 'SOCKPERF_MAX_MSG', 'NOPAUSE_C', 'NOPAUSE_CFLAGS', 'parse_sockperf', 'build_nopause',
-           'sockperf_pingpong', 'tool_versions']
+           'SockperfServer', 'sockperf_server', 'sockperf_pingpong', 'tool_versions']
 
 # %% ../../nbs/31_sockperf.ipynb #c004
 SOCKPERF_MIN_MSG = 14               # sockperf's message header; smaller messages are refused
@@ -41,7 +42,7 @@ def parse_sockperf(text:str) -> dict:
             'dropped': (num(r'# dropped messages = (\d+)') or 0.0, 'messages')}
 
 # %% ../../nbs/31_sockperf.ipynb #c005b
-NOPAUSE_C = r'''// rk-nopause: LD_PRELOAD for `sockperf pp`: skip its idle pauses (the first sleep(2), usleep(100000)); nothing else changes.
+NOPAUSE_C = r'''// rk-nopause: LD_PRELOAD for `sockperf pp`: skip its idle pre-test pause (the first sleep(2)); nothing else changes.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -52,12 +53,6 @@ unsigned int sleep(unsigned int s) {
     if (s == 2 && !long_sleeps++) { skipped_s += s; return 0; }
     if (!real) real = (unsigned int (*)(unsigned int))dlsym(RTLD_NEXT, "sleep");
     return real(s);
-}
-int usleep(useconds_t us) {
-    static int (*real)(useconds_t);
-    if (us == 100000) { skipped_s += us / 1e6; return 0; }
-    if (!real) real = (int (*)(useconds_t))dlsym(RTLD_NEXT, "usleep");
-    return real(us);
 }
 __attribute__((destructor)) static void report(void) { fprintf(stderr, "RK_NOPAUSE skipped_s=%.3f\n", skipped_s); }
 '''
@@ -80,6 +75,27 @@ def _skipped(text:str) -> float:
     return float(m.group(1)) if m else 0.0
 
 # %% ../../nbs/31_sockperf.ipynb #c006
+@dataclass
+class SockperfServer:
+    "A running `sockperf sr`, kept for several ping-pong runs (one per topology and point, not one per call)."
+    node: Node; ip: str; port: int; tcp: bool; proc: Proc
+
+def sockperf_server(server:Node,       # runs `sockperf sr`
+                    server_ip:str,     # the address it binds (the client reaches it there)
+                    *, tcp:bool=False, # TCP instead of UDP
+                    cpus=None,         # pin it (taskset list)
+                    port:int|None=None, # None: a free one
+                    teardown:Teardown, # its stop is registered here before it starts
+                   ) -> SockperfServer:
+    "Start a sockperf server and wait until it listens."
+    if not isinstance(tcp, bool): raise ConfigError('tcp', f"expected True or False, got {tcp!r}")
+    port = check_port(port)
+    if not server_ip or not isinstance(server_ip, str): raise ConfigError('server_ip', f"expected an address, got {server_ip!r}")
+    flag = ['--tcp'] if tcp else []
+    proc, port = serve(server, lambda p: ['sockperf', 'sr', *flag, '-i', server_ip, '-p', p], teardown=teardown,
+                       port=port, udp=not tcp, cpus=cpus, label='sockperf server')
+    return SockperfServer(server, server_ip, port, tcp, proc)
+
 def sockperf_pingpong(server:Node,   # runs `sockperf sr`
                       client:Node,   # runs `sockperf pp`
                       server_ip:str, # the server's address as the client reaches it
@@ -90,7 +106,8 @@ def sockperf_pingpong(server:Node,   # runs `sockperf sr`
                       client_cpus=None,    # pin the client
                       port:int|None=None,  # server port; None: a free one
                       clamp:bool=False,    # clamp an oversize `msg_bytes` to 65507 instead of refusing it
-                      skip_pauses:bool=True, # preload rk-nopause: skip the client's idle 2.2 s (see above); False: sockperf as it is
+                      skip_pauses:bool=True, # preload rk-nopause: skip the client's idle 2-s pause (see above); False: sockperf as it is
+                      running:SockperfServer|None=None, # a server from `sockperf_server` to reuse (left running); None: one for this call
                       teardown:Teardown,   # the server process is registered here
                      ) -> dict[str, tuple[float, str]]:
     "Ping-pong latency from `client` to `server` with sockperf; metric -> (value, unit)."
@@ -100,19 +117,22 @@ def sockperf_pingpong(server:Node,   # runs `sockperf sr`
     if not isinstance(skip_pauses, bool): raise ConfigError('skip_pauses', f"expected True or False, got {skip_pauses!r}")
     port = check_port(port)
     if not server_ip or not isinstance(server_ip, str): raise ConfigError('server_ip', f"expected an address, got {server_ip!r}")
-    flag = ['--tcp'] if tcp else []
-    proc, port = serve(server, lambda p: ['sockperf', 'sr', *flag, '-i', server_ip, '-p', p], teardown=teardown,
-                       port=port, udp=not tcp, cpus=server_cpus, label='sockperf server')
+    if running is not None:
+        if (running.node.name, running.ip, running.tcp) != (server.name, server_ip, tcp) or port not in (None, running.port):
+            raise ConfigError('running', f"the running server is {'TCP' if running.tcp else 'UDP'} {running.ip}:{running.port} on "
+                                         f"{running.node.name}, not {'TCP' if tcp else 'UDP'} {server_ip}:{port or '*'} on {server.name}")
+        if not running.proc.alive(): raise ServerFailed(server.name, running.proc.cmd, 'exited', _output(running.proc))
+    srv = running or sockperf_server(server, server_ip, tcp=tcp, cpus=server_cpus, port=port, teardown=teardown)
     try:
         so = build_nopause(client) if skip_pauses else None
         pre = ['env', f'LD_PRELOAD={so}'] if so else []
-        r = client.run([*pre, 'sockperf', 'pp', *flag, '-i', server_ip, '-p', port, '-m', size, '-t', secs],
+        r = client.run([*pre, 'sockperf', 'pp', *(['--tcp'] if tcp else []), '-i', server_ip, '-p', srv.port, '-m', size, '-t', secs],
                        cpus=client_cpus, timeout=secs + 30, check=False)
         try: m = parse_sockperf(r.stdout + r.stderr)
         except ResearchkitError as e:
-            raise CommandFailed(Result(r.node, r.cmd, r.rc or 1, r.stdout, f"{r.stderr}\n{e}\nserver: {_output(proc)}", r.seconds))
+            raise CommandFailed(Result(r.node, r.cmd, r.rc or 1, r.stdout, f"{r.stderr}\n{e}\nserver: {_output(srv.proc)}", r.seconds))
     finally:
-        proc.stop()
+        if running is None: srv.proc.stop()
     m['msg_bytes'] = (float(size), 'B')
     m['pause_skipped_s'] = (_skipped(r.stderr), "s of sockperf's idle pauses skipped (rk-nopause)")
     return m
