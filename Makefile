@@ -29,6 +29,7 @@ bench: setup                 ## harness, data-path and container-runtime costs, 
 	$(VENV)/python bench/harness.py
 	$(VENV)/python bench/runtimes.py
 	$(VENV)/python bench/policy.py
+	$(VENV)/python bench/monitor.py
 
 doctor: setup
 	$(VENV)/researchkit doctor --testbed $(TESTBED)
