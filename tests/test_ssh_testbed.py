@@ -86,3 +86,26 @@ def test_runtimes_web_load_generator_and_server_on_two_ssh_hosts(ssh_testbed, tm
     assert (df.filter(pl.col('metric') == 'cpu_s_per_request')['value'] > 0).all()
     # the container is gone on the remote host too
     assert a.run('runc list -q', check=False).stdout.split() == [] or cid not in a.run('runc list -q').stdout
+
+def test_lsm_bpf_smoke_on_an_ssh_host_runs_its_policy_there(ssh_testbed, tmp_path):
+    "lsm-bpf's smoke profile on host A over SSH: pods, web server, runc containers and the BPF/Landlock policy (held by an agent) all on A."
+    import sys, pathlib
+    from researchkit.results.store import ResultStore
+    from researchkit.policy.bpfprog import bpf_ids
+    root = pathlib.Path(__file__).resolve().parent.parent
+    before = bpf_ids('rk_')
+    r = subprocess.run([str(pathlib.Path(sys.executable).parent/'researchkit'), 'run', 'lsm-bpf', '--profile', 'smoke',
+                        '--testbed', str(ssh_testbed.inventory.path), '--results', str(tmp_path/'results'),
+                        '--figures', str(tmp_path/'figures'), '--no-progress'], capture_output=True, text=True, cwd=root, timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
+    df = ResultStore(tmp_path/'results').load('lsm-bpf')
+    assert set(df['testbed']) == {'sshbed'}
+    proof = df.filter(pl.col('experiment') == 'enforcement')
+    val = lambda m, metric: proof.filter((pl.col('mechanism') == m) & (pl.col('metric') == metric))['value'][0]
+    for m in ('landlock', 'cgroup-connect'):
+        assert val(m, 'denied') == 1 and val(m, 'allowed') == 1 and val(m, 'outside_allowed') == 1, m
+    lsm = proof.filter((pl.col('mechanism') == 'lsm') & (pl.col('metric') == 'not_measurable'))
+    assert lsm.height and lsm['note'].str.contains('on hosta').all() and lsm['note'].str.contains('EPERM').all(), lsm['note'].to_list()
+    assert bpf_ids('rk_') == before
+    a = ssh_testbed.hosts()[0]
+    assert a.run("ls /run/researchkit-agents/ 2>/dev/null | grep -c policy || true").stdout.strip() in ('', '0')

@@ -217,8 +217,15 @@ class Mechanism:
 
     def available(self, node:Node|None=None, *, refresh:bool=False) -> tuple[bool, str]:
         "(ok, measured reason): try it for real on this machine (once per process unless `refresh`)."
-        if node is not None and node.kind not in ('local', 'netns'):
-            return False, f"policy programs are loaded in-process; node {node.name} is not this machine"
+        if node is not None and node.kind not in ('local', 'netns'):   # another machine: its own kernel answers, through an agent
+            key = (node.name, self.name)
+            if refresh or key not in _AVAILABLE_REMOTE:
+                from researchkit.policy.remote import remote_mechanism_rows
+                try: rows = remote_mechanism_rows(node)
+                except (ResearchkitError, OSError, subprocess.SubprocessError) as e:
+                    rows = [(n, False, f"no policy agent could run there: {e}") for n in MECHANISMS]
+                for n, ok, why in rows: _AVAILABLE_REMOTE[(node.name, n)] = (ok, f"on {node.name}: {why}")
+            return _AVAILABLE_REMOTE[key]
         if refresh or self.name not in _AVAILABLE:
             try: _AVAILABLE[self.name] = _TRIES[self.name]()
             except NotMeasurable as e: _AVAILABLE[self.name] = (False, e.reason)
@@ -226,6 +233,7 @@ class Mechanism:
         return _AVAILABLE[self.name]
 
 _AVAILABLE: dict[str, tuple[bool, str]] = {}
+_AVAILABLE_REMOTE: dict[tuple[str, str], tuple[bool, str]] = {}
 
 MECHANISMS = {m.name: m for m in (
     Mechanism('lsm', ('file_open', 'socket_connect'), True, True,
@@ -500,6 +508,7 @@ def check_enforcement(policy:Policy,          # prepared for `inst` (and `inst` 
                       *, allowed_file:str='/etc/os-release', # a file the container may open
                      ) -> dict:
     "Prove deny, allow and scope inside and outside the container; `EnforcementError` if anything is off."
+    if hasattr(policy, 'agent'): return policy.check(inst, allowed_file=allowed_file)   # a `RemotePolicy`: its agent proves it there
     spec = _probe_spec(policy, allowed_file)
     argv = ['python3', '-c', _PROBE, json.dumps(spec)]
     if 'landlock' in policy.mechanisms: argv = policy.landlock_argv(argv)

@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/lsm_bpf.html.md"""
 
 # %% ../../nbs/63_lsm_bpf.ipynb #c003
 from __future__ import annotations
-import errno, functools, os, pathlib, shlex, shutil, tempfile
+import errno, functools, os, pathlib, shlex
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table, current_run_id
 from ..teardown import Teardown
@@ -14,6 +14,8 @@ from ..results.records import NOT_MEASURABLE
 from .contract import Study, ADAPTIVE
 from ..policy.rules import Rules, synthetic, FILLER_DIR
 from ..policy.mechanisms import Policy, check_enforcement, EnforcementError, MECHANISMS
+from ..policy.remote import policy_on
+from ..networks.netdev import ledger_node
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'FILE_MECHANISMS', 'NET_MECHANISMS', 'FIO_VARIANTS', 'WRK_VARIANTS', 'PERCALL_MODES',
@@ -112,12 +114,14 @@ def policy_rules(n:int) -> Rules:
 class Bench:
     "What the sweeps share: two pods on a bridge, the web server in the first, the blocked-files directory, and per point a policy."
     def __init__(self, run, P:dict):
-        from researchkit.networks.datapaths import Topology
+        from researchkit.networks.datapaths import Topology, testbed_hosts
         from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
         from researchkit.runtimes.adapters import get_runtime
         self.run, self.P, self.td = run, P, run.teardown
         self.host = run.testbed.hosts()[0]
-        self.topo = Topology('bridge', placement='same-host', pods=2, teardown=self.td).up()
+        tb = run.testbed   # the pods on the testbed's first host (this machine's namespaces on the local testbed)
+        self.topo = Topology('bridge', placement='same-host', pods=2, teardown=self.td,
+                             hosts=None if tb.is_local else testbed_hosts(tb)[:1]).up()
         self.server_pod, self.client_pod = self.topo.pods[0], self.topo.pods[-1]
         # wrk's connect-per-request variant opens ~10 000 connections a second: the server pod keeps no TIME_WAIT sockets and
         # the client uses the whole port range, so a new connection never meets an old one's 4-tuple (measured without
@@ -125,9 +129,10 @@ class Bench:
         # ~115 instead of ~10 000 requests/s). Both namespaces are the study's own.
         for pod in (self.server_pod, self.client_pod):
             pod.node.run("sysctl -qw net.ipv4.tcp_max_tw_buckets=0 net.ipv4.tcp_tw_reuse=1 net.ipv4.ip_local_port_range='1024 65535'", timeout=15)
-        d = self.blocked_dir = tempfile.mkdtemp(prefix=f"{current_run_id()}-blocked-", dir='/run' if os.access('/run', os.W_OK) else None)
-        self.td.add(f"blocked-files dir {d}", lambda: shutil.rmtree(d, ignore_errors=True), undo=f"rm -rf {shlex.quote(d)}")
-        pathlib.Path(d, 'secret').write_text('blocked\n')
+        d = self.blocked_dir = f"/run/{current_run_id()}-blocked-{os.getpid()}-{id(self):x}"   # on the host that runs the containers
+        rm = f"rm -rf {shlex.quote(d)}"
+        self.td.add(f"blocked-files dir {d} on {self.host.name}", lambda: self.host.run(rm, check=False, timeout=30), undo=rm, node=ledger_node(self.host))
+        self.host.run(f"mkdir -p {shlex.quote(d)} && echo blocked > {shlex.quote(d)}/secret", timeout=30)
         self.image = rootfs_image(WEB_PACKAGES, node=self.host)
         self.rt = get_runtime('runc', self.host)
         ok, why = self.rt.available()
@@ -164,7 +169,7 @@ class Bench:
     def policy(self, mechanism:str, rules:int, td:Teardown):
         "The point's policy (None without enforcement); NotMeasurable with the measured reason where the mechanism cannot run."
         if mechanism == 'none': return None
-        return Policy(policy_rules(rules), [mechanism], teardown=td)
+        return policy_on(self.host, policy_rules(rules), [mechanism], teardown=td)   # an agent holds it when the host is another machine
 
 def _counted(policy, proofs:list, keys:tuple) -> dict:
     "How often the hooks fired in the last container of the run, after its proof (BPF counters; Landlock has none)."

@@ -218,7 +218,7 @@ def trigger(node:Node,            # where the calls are made (host, pod namespac
     cpu = check_cpu(cpus)
     if binary is not None and (not isinstance(binary, str) or not binary.startswith('/')):
         raise ConfigError('binary', f"expected an absolute path, got {binary!r}")
-    exe = binary or build()
+    exe = binary or build(node.host if node.kind == 'container' else None)   # a container's binary is built on its host
     where, path = _placed(node, exe)
     r = where.run([path, mode, tgt, warm, secs], cpus=cpu, timeout=secs + warm + margin, check=False)
     try:
