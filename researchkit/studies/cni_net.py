@@ -48,8 +48,7 @@ SCHEMA = {
         'protocol':  Field(str, choices=('udp', 'tcp'), default='udp'),
         'msg_bytes': Field(list, item=int, min=16, max=65000, nonempty=True),
         'seconds':   Field(int, min=1, max=600, help='whole seconds (sockperf -t)'),
-        'repetitions': Field(int, min=1, max=100, default=None,
-                             help="None: the study's repetitions; sockperf pauses ~2 s before every run, so fewer runs save the most time here"),
+        'repetitions': Field(int, min=1, max=100, default=None, help="base repetitions of the latency sweep; None: the study's"),
     },
     'mpi': {
         'datapaths':     Field(list, item=str, choices=DATAPATH_NAMES, nonempty=True),
@@ -58,6 +57,8 @@ SCHEMA = {
         'msg_bytes':     Field(int, min=1, max=1<<20),
         'iterations':    Field(int, min=1, max=100000),
         'warmup':        Field(int, min=0, max=10000),
+        'repetitions':   Field(int, min=1, max=100, default=None,
+                               help="base repetitions of the MPI sweep; None: the study's (an mpirun launch varies more than a 1-s stream)"),
     },
     'vm_msg_bytes': Field(int, min=16, max=131072, default=16384, help='message size of the VM-pod scenarios (Fig. 13/15)'),
     'client_cpus': Field((str, int), default='0', help='CPUs of the client/load side (taskset list)'),
@@ -362,7 +363,7 @@ def measure(run, P:dict) -> None:
     n = record_inventory(run.store, P, topologies, prov=run.provenance()(), testbed_name=tb.name, testbed=tb, capabilities=caps)
     print(f"data-path inventory: {n} new records")
     for experiment, points in plan(P).items():
-        reps = P['latency'].get('repetitions') if experiment == 'latency' else None
+        reps = P[experiment].get('repetitions') if experiment in ('latency', 'mpi') else None
         if points: run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps), repetitions=reps)
     topologies.close()
 
