@@ -135,7 +135,8 @@ class Network:
         now = time.monotonic()
         self.timings[name] = round(now - self._tlast, 3); self._tlast = now
         if self.on_step is not None: self.on_step(name, self.timings[name])
-        if now > self._deadline: raise NetworkError(f"fabric network {self.tag} not ready after {self._timeout:g} s (at step {name!r})")
+        if time.monotonic() > self._deadline:   # after the hook: its time counts against up()'s timeout too
+            raise NetworkError(f"fabric network {self.tag} not ready after {self._timeout:g} s (at step {name!r})")
 
     def _run(self, cmd, *, env:dict|None=None, timeout:float|None=None, check:bool=True) -> Result:
         "Run `cmd` in the client pod (where every client of the network runs)."
