@@ -30,6 +30,8 @@ bench: setup                 ## harness, data-path and container-runtime costs, 
 	$(VENV)/python bench/runtimes.py
 	$(VENV)/python bench/policy.py
 	$(VENV)/python bench/monitor.py
+	$(VENV)/python bench/ledger.py
+	$(VENV)/python bench/erasure.py
 
 doctor: setup
 	$(VENV)/researchkit doctor --testbed $(TESTBED)
