@@ -19,6 +19,7 @@ STUDIES = {  # study name -> module defining its `study`
     'cni-net': 'researchkit.studies.cni_net',
     'runtimes-web': 'researchkit.studies.runtimes_web',
     'lsm-bpf': 'researchkit.studies.lsm_bpf',
+    'hlf-kata': 'researchkit.studies.hlf_kata',
 }
 _LOADED: dict[str, Study] = {}
 
