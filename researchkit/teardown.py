@@ -76,13 +76,18 @@ class Ledger:
         "Make this process the owner (a resumed run, or a kernel started by the CLI)."
         self._append({'owner': os.getpid(), 'start': _proc_start(os.getpid()), 'time': time.time()})
 
+    def new_id(self) -> str:
+        "A fresh entry id (nothing written yet)."
+        with self._lock: self._n += 1; return f'{os.getpid()}-{self._n}-{time.monotonic_ns()}'
+
     def add(self,
             undo:str,          # shell command that removes the resource; must be harmless if it is already gone
             node:str='local',  # node the command runs on
             label:str='',      # what the resource is, for messages
+            eid:str|None=None, # the entry's id, if the caller took one from `new_id` first
            ) -> str:
         "Record a resource *before* creating it; returns its entry id."
-        with self._lock: self._n += 1; eid = f'{os.getpid()}-{self._n}-{time.monotonic_ns()}'
+        eid = eid or self.new_id()
         self._append({'id': eid, 'undo': undo, 'node': node, 'label': label})
         return eid
 
@@ -117,8 +122,11 @@ class Teardown:
             node:str='local',        # node the shell command runs on
            ):
         "Register an undo step *before* creating the resource."
-        eid = self.ledger.add(undo, node, label) if undo else None
+        # The step goes on the stack before its ledger line is written: a KeyboardInterrupt raised while the line
+        # is being written (Ctrl-C during the fsync) still finds the step, and `close` marks the id done.
+        eid = self.ledger.new_id() if undo else None
         self._stack.append((label, fn, eid))
+        if undo: self.ledger.add(undo, node, label, eid=eid)
         return eid
 
     def callback(self, label:str, fn:Callable[[], object]):
