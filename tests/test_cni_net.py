@@ -21,6 +21,13 @@ def test_plan_covers_every_path_with_a_baseline():
     # the data path changes slowest, so one topology serves consecutive points
     changes = sum(a['datapath'] != b['datapath'] for a, b in zip(bm, bm[1:]))
     assert changes == len(P['placements']) * (len(P['datapaths']) + 1) - 1
+    # MPI: one topology per (data path, placement), and a data path's placements back to back (claim 7b's pairs close in time)
+    mpi = [p for p in plan['mpi'] if p['scenario'] == 'BMP2BMP']
+    topo = [(p['datapath'], p['placement']) for p in mpi]
+    assert sum(a != b for a, b in zip(topo, topo[1:])) == len(P['mpi']['datapaths']) * len(P['placements']) - 1
+    pos = {(p['datapath'], p['placement'], p['ranks_per_pod']): i for i, p in enumerate(mpi)}
+    for (dp, placement, r), i in pos.items():
+        assert abs(i - pos[(dp, 'different-host' if placement == 'same-host' else 'same-host', r)]) == len(P['mpi']['ranks_per_pod'])
 
 @pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
 def test_committed_records_give_every_claim_a_verdict(tmp_path):

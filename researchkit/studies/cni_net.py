@@ -82,7 +82,10 @@ def plan(P:dict) -> dict[str, list[dict]]:
                 if vm: continue
                 for m in L['msg_bytes']:
                     out['latency'].append(dict(scenario=sc, placement=pl_, datapath=dp, proto=L['protocol'], msg_bytes=m, seconds=L['seconds']))
-            for dp in M['datapaths']:
+        # MPI: a data path's two placements back to back (claim 7b's pair ~3 s apart, not half a sweep), so a disturbance
+        # lasting seconds shifts both sides of the ratio instead of one; still one topology build per (data path, placement)
+        for dp in M['datapaths']:
+            for pl_ in P['placements']:
                 for r in M['ranks_per_pod']:
                     out['mpi'].append(dict(scenario=sc, placement=pl_, datapath=dp, pods=M['pods'], ranks_per_pod=r,
                                            msg_bytes=M['msg_bytes'], iterations=M['iterations'], warmup=M['warmup']))
