@@ -13,11 +13,23 @@ from .testbed.tools import FABRIC_TOOLS, tool_rows
 from .runtimes.adapters import runtime_rows
 from .policy.mechanisms import mechanism_rows
 from .networks.datapaths import DATAPATHS, testbed_hosts
+from .results.records import host_facts, mitigations_text
 
 # %% auto #0
-__all__ = ['runtime_caps', 'policy_caps', 'ledger_tool_caps', 'node_capabilities', 'doctor', 'format_doctor']
+__all__ = ['host_caps', 'runtime_caps', 'policy_caps', 'ledger_tool_caps', 'node_capabilities', 'doctor', 'format_doctor']
 
 # %% ../nbs/24_doctor.ipynb #c005
+def host_caps(node:Node) -> list[Cap]:
+    "The host facts a campaign's records carry to tell hosts apart (`results.records.host_facts`), read on `node`: `Cap('host', fact, read, value | why not)` for hostname, kernel, kernel-build, cpu-signature, microcode, mitigations, virtualization (CPU model and cores are the `cpu` rows)."
+    f = host_facts(node)
+    rows = [('hostname', f['hostname'], 'no hostname'), ('kernel', f['kernel'], '`uname -r` printed nothing'),
+            ('kernel-build', f['kernel_build'], '`uname -v` printed nothing'),
+            ('cpu-signature', f['cpu_signature'], 'no family/model/stepping (nor Arm implementer/part) in /proc/cpuinfo'),
+            ('microcode', f['microcode'], 'no microcode line in /proc/cpuinfo'),
+            ('mitigations', mitigations_text(f['mitigations']) if f['mitigations'] else '', 'no /sys/devices/system/cpu/vulnerabilities'),
+            ('virtualization', f['virtualization'], '')]
+    return [Cap('host', item, bool(v), v or why) for item, v, why in rows]
+
 def runtime_caps(node:Node) -> list[Cap]:
     "Every container runtime of `researchkit.runtimes`, tried on `node` (version call and a tiny container): `Cap('runtimes', name, ok, why)` each."
     return [Cap('runtimes', name, ok, why) for name, ok, why in runtime_rows(node)]
@@ -33,11 +45,11 @@ def ledger_tool_caps(node:Node) -> list[Cap]:
 def node_capabilities(node:Node,              # where to measure
                       *, refresh:bool=False,  # probe again even if this process already probed the node
                      ) -> Capabilities:
-    "The testbed probes of `node` plus its runtime and policy rows, in the order cpu, virt, network, bpf, runtimes, policy, tools (the ledger tools last)."
+    "The host facts of `node`, its testbed probes and its runtime and policy rows, in the order host, cpu, virt, network, bpf, runtimes, policy, tools (the ledger tools last)."
     base = probe(node, refresh=refresh)
     rt = runtime_caps(node) + policy_caps(node, refresh=refresh)
     tools = [r for r in base.rows if r.area == 'tools' and r.item not in FABRIC_TOOLS] + ledger_tool_caps(node)
-    return Capabilities(node.name, [r for r in base.rows if r.area != 'tools'] + rt + tools)
+    return Capabilities(node.name, host_caps(node) + [r for r in base.rows if r.area != 'tools'] + rt + tools)
 
 # %% ../nbs/24_doctor.ipynb #c008
 def doctor(testbed=None,          # a `Testbed`, an inventory name/path, or None for the default testbed

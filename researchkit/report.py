@@ -9,13 +9,14 @@ from __future__ import annotations
 import os, re, json, pathlib
 import polars as pl
 from .core import ConfigError, markdown_table
-from .results.records import NOT_MEASURABLE, CAMPAIGN
+from .results.records import NOT_MEASURABLE, CAMPAIGN, HOST_COLUMNS, recorded_hosts, host_changes, mitigations_text
 from .results.store import ResultStore
 from .claims import evaluate, claims_markdown, STATUSES
 from .studies.contract import Study, REPRODUCTION_PROFILE
 
 # %% auto #0
-__all__ = ['capability_notes', 'provenance_summary', 'wall_time', 'repetition_lines', 'profile_notes', 'build_report']
+__all__ = ['capability_notes', 'provenance_summary', 'host_summary', 'host_differences', 'wall_time', 'repetition_lines',
+           'profile_notes', 'build_report']
 
 # %% ../nbs/52_report.ipynb #c005
 def _point_text(pj:str) -> str:
@@ -68,7 +69,49 @@ def provenance_summary(df:pl.DataFrame) -> list[str]:
             f"- tools: {_tools(df)}",
             f"- measured: {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC in {df['run_id'].n_unique()} run(s), profile(s): {_uniq(df, 'profile')}",
             f"- records: {df.height} ({df.height - nm} values, {nm} not measurable); load average at measurement: {load}",
+            *host_summary(df),
             f"- {wall_time(df)}"]
+
+def host_summary(df:pl.DataFrame) -> list[str]:
+    "Markdown bullets: the host facts beyond kernel, cores and CPU model (kernel build, CPU signature, microcode, virtualization, mitigations); facts the records predate say so."
+    have = lambda c: c in df.columns and df[c].drop_nulls().len() > 0
+    val = lambda c: _uniq(df, c) if have(c) else 'not recorded'
+    mit = (' / '.join(sorted({mitigations_text(m) for m in df['mitigations'].drop_nulls().unique().to_list()})) if have('mitigations')
+           else 'not recorded')
+    out = [f"- kernel build: {val('kernel_build')}; CPU signature: {val('cpu_signature')}; microcode: {val('microcode')}; virtualization: {val('virtualization')}",
+           f"- CPU mitigations: {mit}"]
+    if not any(have(c) for c in HOST_COLUMNS): out = ["- kernel build, CPU signature, microcode, mitigations, virtualization: not recorded (measured before the records held them)"]
+    return out
+
+def host_differences(df:pl.DataFrame,               # this campaign's records
+                     other:pl.DataFrame|None=None,  # the other campaign whose verdicts are set beside this one's
+                     here:dict|None=None,           # `host_facts` of the host building the report; None: not compared
+                    ) -> tuple[list[str], str]:
+    "(one Markdown bullet per pair of hosts that differ, naming each fact `old → new`; what was compared, in words). The pairs: consecutive runs of a resumed campaign (this one and the other), the other campaign → this one, this campaign → the host building the report."
+    cid = lambda d: d['campaign'][0] if 'campaign' in d.columns and d.height else '?'
+    mine = recorded_hosts(df)
+    if not mine: return [], ''
+    out, what = [], []
+    def within(d, runs):
+        if len(runs) > 1: what.append(f"the {len(runs)} runs of campaign `{cid(d)}`")
+        for a, b in zip(runs, runs[1:]):
+            ch = host_changes(a, b)
+            if ch: out.append(f"- campaign `{cid(d)}` was resumed on another host — run `{a['run_id']}` → run `{b['run_id']}`: {'; '.join(ch)}")
+    within(df, mine)
+    theirs = recorded_hosts(other) if other is not None and other.height else []
+    if theirs:
+        within(other, theirs); what.append(f"campaign `{cid(other)}` → `{cid(df)}`")
+        ch = host_changes(theirs[-1], mine[0])
+        if ch: out.append(f"- campaign `{cid(other)}` (verdicts set beside this one's) → campaign `{cid(df)}`: {'; '.join(ch)}")
+    if here:
+        what.append("the host that measured → the host building this report")
+        ch = host_changes(mine[-1], here)
+        if ch: out.append(f"- the host building this report (`{here.get('hostname') or '?'}`) differs from the one that measured campaign "
+                          f"`{cid(df)}` (`{mine[-1].get('hostname') or '?'}`): {'; '.join(ch)}")
+    lacking = [c for c in HOST_COLUMNS if any(r.get(c) is None for r in mine + theirs)]
+    text = '; '.join(what)
+    if text and lacking: text += f". Not compared where the records predate them: {', '.join(lacking)}"
+    return out, text
 
 def wall_time(df:pl.DataFrame) -> str:
     "`wall time: N.N min`: the measuring wall time (from the first sweep on) of every process that worked on the campaign, and the setup before it."
@@ -114,16 +157,20 @@ def profile_notes(study, profile:str) -> list[str]:
     return [f"### The {profile} profile", '', f"From `params/{study.name}/{profile}.yaml`:", '', *[f"> {l}" if l else '>' for l in head], '']
 
 # %% ../nbs/52_report.ipynb #c008
-def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.DataFrame|None=None) -> tuple[list[str], dict]:
+def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.DataFrame|None=None, here:dict|None=None) -> tuple[list[str], dict]:
     table = evaluate(list(study.claims()), df)
     counts = {s: int((table['status'] == s).sum()) for s in STATUSES}
+    host_diffs, host_compared = host_differences(df, other, here)
+    counts['host'] = bool(host_diffs)
     theirs = None
     if other is not None and other.height:
         theirs = evaluate(list(study.claims()), other)
         mine = dict(zip(table['id'], table['status']))
         counts['agree'] = f"{sum(mine.get(i) == s for i, s in zip(theirs['id'], theirs['status']))}/{table.height}"
     md = claims_markdown(table, theirs, f"campaign {other['campaign'][0]}" if theirs is not None else '')
-    lines = [f"## {study.title} (`{study.name}`)", '', '### Claims', '', md.rstrip('\n') if table.height else '_No claims defined._', '']
+    lines = [f"## {study.title} (`{study.name}`)", '']
+    if host_diffs: lines += ['**⚠ Measured on different hosts** — part of a difference between numbers may be the host, not the method:', '', *host_diffs, '']
+    lines += ['### Claims', '', md.rstrip('\n') if table.height else '_No claims defined._', '']
     extra = study.notes(df)   # the study's own tables (e.g. which data paths were real and which stand-ins)
     if extra: lines += [*extra, '']
     figs = _figure_lines(study, df, figures_root)
@@ -133,7 +180,11 @@ def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.D
     lines += repetition_lines(df)
     profiles = df['profile'].drop_nulls().unique().to_list()
     if len(profiles) == 1: lines += profile_notes(study, profiles[0])
-    lines += ['### Provenance', '', *provenance_summary(df), '']
+    lines += ['### Provenance', '', *provenance_summary(df)]
+    if host_compared: lines += ["- host check: " + ('the differences are listed at the top of this section' if host_diffs
+                                else 'the same kernel, kernel build, CPU, microcode, cores, mitigations and virtualization')
+                                + f". Compared: {host_compared}"]
+    lines += ['']
     if other is not None and other.height: lines += [f"Other campaign `{other['campaign'][0]}`: {wall_time(other)}; measured {other['timestamp'].min():%Y-%m-%d %H:%M} UTC.", '']
     return lines, counts
 
@@ -142,14 +193,20 @@ def build_report(*, results_root:os.PathLike|str,  # the result store root (resu
                  studies:list,                     # `studies.contract.Study` values
                  profile:str=REPRODUCTION_PROFILE, # each study's latest finished campaign of this profile
                  title:str='researchkit — reproduction report',
+                 here:dict|str|None='local',       # `host_facts` of the host building the report ('local': read them here; None: not compared)
                 ) -> pathlib.Path:
-    "Write `<figures_root>/REPORT.md` from the records of every study; returns its path."
+    "Write `<figures_root>/REPORT.md` from the records of every study; returns its path. Where the hosts differ — the runs of a resumed campaign, the two campaigns compared, the measuring host and the one building the report — the study's section says which facts, old → new."
     figures_root = pathlib.Path(figures_root); figures_root.mkdir(parents=True, exist_ok=True)
+    if here == 'local':
+        from researchkit.testbed.nodes import LocalNode
+        from researchkit.results.records import host_facts
+        try: here = host_facts(LocalNode())
+        except Exception: here = None   # the report still builds; it just cannot compare with this host
     store = ResultStore(results_root)
     for i, s in enumerate(studies):
         if not isinstance(s, Study): raise ConfigError(f'studies[{i}]', f"expected a studies.contract.Study, got {type(s).__name__}")
     summary = []   # rows of the summary table
-    body, not_run = [], []
+    body, not_run, flagged = [], [], []
     for s in studies:
         df = store.campaign_records(s.name, profile=profile)  # one campaign: the latest finished one of the profile (never a mix)
         if df.height == 0:
@@ -157,7 +214,8 @@ def build_report(*, results_root:os.PathLike|str,  # the result store root (resu
         camps = store.campaigns(s.name)
         prev = camps.filter(pl.col('complete') & (pl.col('profile') == profile) & (pl.col('campaign') != df['campaign'][0]))
         other = store.campaign_records(s.name, prev['campaign'][-1]) if prev.height else None   # the one before: do verdicts hold?
-        lines, c = _study_section(s, df, figures_root, other)
+        lines, c = _study_section(s, df, figures_root, other, here)
+        if c['host']: flagged.append(f"[{s.title}](#{_anchor(s)})")
         others = camps.height - 1
         lines.insert(2, f"Campaign `{df['campaign'][0]}` on testbed `{df['testbed'][0]}`"
                         + (f" (results/ holds {others} other campaign(s) of this study; `ResultStore.campaigns` lists them)." if others else '.') + '\n')
@@ -169,7 +227,9 @@ def build_report(*, results_root:os.PathLike|str,  # the result store root (resu
                       'Each claim is decided on a 95 % interval over repetitions against its band: inside → reproduced, outside → refuted, '
                       'straddling → inconclusive (with how far it reaches and about how many repetitions would decide it). '
                       '"Same verdict" compares with the campaign measured before it.', '',
-                      *markdown_table(['study', 'records', 'reproduced', 'refuted', 'inconclusive', 'not measurable', 'same verdict as the other campaign'], summary), '', *body, *(['## Not yet run', '', *not_run, ''] if not_run else [])])
+                      *markdown_table(['study', 'records', 'reproduced', 'refuted', 'inconclusive', 'not measurable', 'same verdict as the other campaign'], summary), '',
+                      *([f"⚠ Different hosts (kernel, CPU, microcode or mitigations) are flagged in: {', '.join(flagged)}.", ''] if flagged else []),
+                      *body, *(['## Not yet run', '', *not_run, ''] if not_run else [])])
     out = figures_root / 'REPORT.md'
     if not (out.exists() and out.read_text() == text):
         tmp = out.with_name(f'.REPORT.md.{os.getpid()}.tmp'); tmp.write_text(text); os.replace(tmp, out)

@@ -21,8 +21,8 @@ def test_rows_are_the_testbed_probes_plus_the_runtimes(report):
     assert list(caps) == ['node0']
     c = caps['node0']
     assert c.node == 'node0' and c.has('cores')
-    assert list(dict.fromkeys(r.area for r in c.rows)) == ['cpu', 'virt', 'network', 'bpf', 'runtimes', 'policy', 'tools']
-    probe_only = lambda rows: [r for r in rows if r.area not in ('runtimes', 'policy') and not (r.area == 'tools' and r.item in FABRIC_TOOLS)]
+    assert list(dict.fromkeys(r.area for r in c.rows)) == ['host', 'cpu', 'virt', 'network', 'bpf', 'runtimes', 'policy', 'tools']
+    probe_only = lambda rows: [r for r in rows if r.area not in ('host', 'runtimes', 'policy') and not (r.area == 'tools' and r.item in FABRIC_TOOLS)]
     assert probe_only(c.rows) == probe_only(probe(node).rows)   # the probes, as the testbed measured them (peer/orderer: see below)
     assert {r.area for r in probe(node).rows} == set(AREAS) and 'runtimes' not in AREAS
     rt = [r for r in c.rows if r.area == 'runtimes']
@@ -93,3 +93,21 @@ def test_one_row_per_ledger_tool(report):
     assert c.detail('tools.fabric-ca-server').startswith('v1.5.13 (github.com/hyperledger/fabric-ca v1.5.13, cgo, go1.')
     assert c.detail('tools.rk-load').startswith(f"{pins['rk-load'].key} (github.com/hyperledger/fabric-gateway v1.7.0, ")
     assert re.search(r'^    ✓ peer\s+2\.5\.0-main-695dd57e ', text, re.M) and re.search(r'^    ✓ rk-kv\s+local-[0-9a-f]{12} ', text, re.M)
+
+
+def test_host_facts_open_each_node(report):
+    "The facts records carry to tell hosts apart (kernel release and build, CPU signature, microcode, mitigations, virtualization), as read on the node."
+    import os, glob
+    from researchkit.results.records import host_facts, mitigations_text
+    caps, text, node = report
+    c = caps['node0']
+    host = {r.item: r for r in c.rows if r.area == 'host'}
+    assert list(host) == ['hostname', 'kernel', 'kernel-build', 'cpu-signature', 'microcode', 'mitigations', 'virtualization']
+    f = host_facts(node)
+    assert c.detail('host.kernel') == f['kernel'] == os.uname().release and c.detail('kernel-build') == os.uname().version
+    assert c.detail('microcode') == f['microcode'] or not c.has('microcode') and 'no microcode line' in c.reason('microcode')
+    assert c.has('mitigations') == bool(glob.glob('/sys/devices/system/cpu/vulnerabilities/*'))
+    if c.has('mitigations'): assert c.detail('mitigations') == mitigations_text(f['mitigations'])
+    assert c.has('virtualization') and c.detail('virtualization') == f['virtualization']
+    lines = text.splitlines()
+    assert lines[2:4] == ['node0', '  host'] and re.search(rf"^    ✓ kernel-build\s+{re.escape(os.uname().version)}$", text, re.M)

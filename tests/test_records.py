@@ -3,8 +3,9 @@ import pytest, polars as pl
 import researchkit
 from researchkit.core import ConfigError
 from researchkit.testbed.nodes import LocalNode
-from researchkit.results.records import (SCHEMA, COLUMNS, PROV_KEYS, NOT_MEASURABLE, point_json, point_key, git_commit,
-                                         provenance, live_provenance, records, not_measurable, frame)
+from researchkit.results.records import (SCHEMA, COLUMNS, PROV_KEYS, HOST_COLUMNS, HOST_FACTS, NOT_MEASURABLE, point_json, point_key,
+                                         git_commit, provenance, live_provenance, records, not_measurable, frame, host_facts,
+                                         host_columns, host_changes, recorded_hosts, mitigations_text)
 from _results_fixtures import PROV
 
 def _git(root, *args):
@@ -13,7 +14,8 @@ def _git(root, *args):
 def test_columns_exact():
     assert COLUMNS == ['study', 'experiment', 'point', 'point_key', 'repetition', 'metric', 'value', 'unit', 'note', 'timestamp',
                        'run_id', 'campaign', 'profile', 'testbed', 'package_version', 'git_commit', 'hostname', 'kernel', 'cores',
-                       'cpu_model', 'loadavg', 'tool_versions']
+                       'cpu_model', 'loadavg', 'tool_versions', 'kernel_build', 'cpu_signature', 'microcode', 'mitigations', 'virtualization']
+    assert HOST_COLUMNS == COLUMNS[-5:] and set(HOST_COLUMNS) <= set(PROV_KEYS) and set(HOST_FACTS) <= set(COLUMNS)
 
 def test_point_key_is_stable_and_distinguishes():
     k = point_key('s', 'e', {'size': 1024, 'path': 'bridge'})
@@ -71,3 +73,57 @@ def test_records_refuses_bad_inputs():
     with pytest.raises(ConfigError, match='prov'): records('cni', 'tput', {}, 0, {'g': (1, 'x')}, {'testbed': 'x'})
     with pytest.raises(ConfigError, match='study'): records('', 'tput', {}, 0, {'g': (1, 'x')}, PROV)
     with pytest.raises(ConfigError, match='point'): records('cni', 'tput', {'a': {1, 2}}, 0, {'g': (1, 'x')}, PROV)
+
+
+def _sh(cmd):
+    return subprocess.run(['sh', '-c', cmd], capture_output=True, text=True).stdout.strip()
+
+def test_host_facts_read_on_this_machine():
+    "The facts are read on the node (here: this machine) and parse: compared with what the kernel and /proc say directly."
+    import os, glob
+    f = host_facts(LocalNode())
+    assert set(f) == {'hostname', *HOST_FACTS}
+    assert f['kernel'] == os.uname().release and f['kernel_build'] == os.uname().version and f['hostname'] == _sh('hostname')
+    assert f['cores'] == int(_sh('nproc')) >= 1
+    assert f['cpu_model'] == _sh("grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'")
+    mc = sorted(set(_sh("grep '^microcode' /proc/cpuinfo | cut -d: -f2- | tr -d ' '").split()))
+    assert f['microcode'] == ','.join(mc)
+    if os.uname().machine == 'x86_64':
+        fam = _sh("grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '")
+        assert f['cpu_signature'].startswith(f"family {fam} model ") and ' stepping ' in f['cpu_signature']
+    vulns = {os.path.basename(p): open(p).read().strip() for p in glob.glob('/sys/devices/system/cpu/vulnerabilities/*')}
+    assert {k: v for k, v in f['mitigations'].items() if k != 'boot'} == vulns
+    boot = [t for t in open('/proc/cmdline').read().split() if t.split('=')[0] in ('mitigations', 'nospectre_v2', 'spectre_v2', 'pti', 'nopti', 'nosmt')]
+    assert all(t in f['mitigations'].get('boot', '') for t in boot)
+    assert f['virtualization'] and f['virtualization'].split(',')[0] in {'none', 'vm', _sh('systemd-detect-virt --vm 2>/dev/null')}
+    # what every record of a campaign carries
+    p = provenance('local', LocalNode(), profile='quick')
+    assert {k: p[k] for k in HOST_COLUMNS} == host_columns(f) and json.loads(p['mitigations']) == f['mitigations']
+    live = live_provenance('local', LocalNode())
+    assert live.host == {k: p[k] for k in ['hostname', *HOST_FACTS]} and live()['microcode'] == f['microcode']
+    (r,) = records('s', 'e', {}, 0, {'x': (1.0, '')}, p)
+    assert frame([r])['kernel_build'].to_list() == [os.uname().version]
+    assert mitigations_text(f['mitigations']) != '—' or not vulns
+
+def test_records_without_host_facts_still_work():
+    "A provenance built before the host facts (no such keys) still makes rows; those columns are null."
+    (r,) = records('s', 'e', {}, 0, {'x': (1.0, '')}, PROV)
+    assert all(r[k] is None for k in HOST_COLUMNS) and frame([r]).columns == COLUMNS
+
+def test_host_changes_and_recorded_hosts():
+    a = {'kernel': '6.18.44-fc-v595', 'kernel_build': '#1 SMP', 'cpu_model': 'AMD EPYC', 'cpu_signature': 'family 25 model 1 stepping 1',
+         'microcode': '0xa0011d1', 'cores': 2, 'mitigations': {'spectre_v2': 'Mitigation: Retpolines', 'meltdown': 'Not affected'},
+         'virtualization': 'kvm'}
+    b = {**a, 'kernel': '6.18.44-fc-v657', 'cores': 4, 'mitigations': json.dumps({'spectre_v2': 'Mitigation: Enhanced IBRS', 'meltdown': 'Not affected',
+                                                                                  'vmscape': 'Not affected'})}
+    assert host_changes(a, b) == ['kernel: 6.18.44-fc-v595 → 6.18.44-fc-v657', 'cores: 2 → 4',
+                                  'mitigations.spectre_v2: Mitigation: Retpolines → Mitigation: Enhanced IBRS',
+                                  'mitigations.vmscape: (not reported) → Not affected']
+    assert host_changes(a, {**a, 'microcode': None, 'mitigations': None}) == []   # not recorded: not compared
+    assert host_changes(a, {**a, 'microcode': ''}) == ['microcode: 0xa0011d1 → (none)']
+    rs = (records('s', 'e', {}, 0, {'x': (1.0, '')}, {**PROV, 'run_id': 'rk1'})
+          + records('s', 'e', {}, 1, {'x': (1.0, '')}, {**PROV, 'run_id': 'rk2', 'kernel': b['kernel'], 'cores': 4, 'cpu_model': 'AMD EPYC', **host_columns(b)}))
+    h = recorded_hosts(frame(rs))
+    assert [x['run_id'] for x in h] == ['rk1', 'rk2'] and h[0]['microcode'] is None and h[1]['mitigations'] == b['mitigations']
+    assert host_changes(h[0], h[1]) == ['kernel: 6.18 → 6.18.44-fc-v657', 'cpu_model: cpu → AMD EPYC', 'cores: 2 → 4']
+    assert recorded_hosts(frame([])) == []

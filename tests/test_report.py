@@ -1,4 +1,4 @@
-import types, pathlib
+import types, pathlib, json
 import pytest, polars as pl
 from researchkit.core import ConfigError
 from researchkit.results.store import ResultStore
@@ -133,3 +133,65 @@ def test_report_quotes_the_profile_header_of_the_params_file():
         assert lines[0] == '### The quick profile' and f"`params/{name}/quick.yaml`" in lines[2]
         assert any('relative to the paper' in l for l in lines), lines   # each quick profile says what it changes and why
     assert profile_notes(get_study('cni-net'), 'nosuch') == []
+
+
+HOST = {'kernel_build': '#1 SMP PREEMPT_DYNAMIC @0', 'cpu_signature': 'family 26 model 2 stepping 1', 'microcode': '0x1000065',
+        'mitigations': '{"meltdown": "Not affected", "spectre_v2": "Mitigation: Retpolines"}', 'virtualization': 'kvm'}
+
+def _two_campaigns(root, second:dict, *, resumed:dict|None=None):
+    "Campaign rkA on the fixtures' host, then rkB on `second` (and, if `resumed`, its second run rkB2 on that host); both complete."
+    from researchkit.results.records import records, campaign_complete
+    st = ResultStore(root)
+    for camp, parts in (('rkA', [('rkA', {})]), ('rkB', [('rkB', second)] + ([('rkB2', resumed)] if resumed else []))):
+        for rep in range(4):
+            run, extra = parts[rep % len(parts)]
+            prov = {**PROV, **HOST, 'kernel': '6.18.44-fc-v595', **extra, 'campaign': camp, 'run_id': run}
+            st.append(rows('cni-demo', 'tput', [({'path': 'bridge', 'size': 64}, rep, 10.0 + rep), ({'path': 'vxlan', 'size': 64}, rep, 9.0 + rep)], prov=prov))
+        st.append(campaign_complete('cni-demo', prov))
+
+def test_report_names_the_host_fact_that_differs_between_the_campaigns(tmp_path):
+    "Two campaigns on different kernel builds: the report names the fact, old → new, at the top of the study and in the summary."
+    _two_campaigns(tmp_path/'results', {'kernel': '6.18.44-fc-v657'})
+    here = {'hostname': 'h', 'cpu_model': 'cpu', 'cores': 2, **HOST, 'kernel': '6.18.44-fc-v657', 'mitigations': json.loads(HOST['mitigations'])}
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)], here=here).read_text()
+    assert '- campaign `rkA` (verdicts set beside this one\'s) → campaign `rkB`: kernel: 6.18.44-fc-v595 → 6.18.44-fc-v657' in text, text
+    assert '**⚠ Measured on different hosts**' in text and '⚠ Different hosts (kernel, CPU, microcode or mitigations) are flagged in: [Container networking (demo)]' in text
+    assert '- the host building this report' not in text   # this host is the one that measured rkB
+    assert '- kernel build: #1 SMP PREEMPT_DYNAMIC @0; CPU signature: family 26 model 2 stepping 1; microcode: 0x1000065; virtualization: kvm' in text
+    assert '- CPU mitigations: 1 not affected | spectre_v2: Mitigation: Retpolines' in text
+    assert ('- host check: the differences are listed at the top of this section. Compared: campaign `rkA` → `rkB`; '
+            'the host that measured → the host building this report') in text
+
+def test_report_flags_a_resumed_campaign_and_a_rebuild_on_another_host(tmp_path):
+    _two_campaigns(tmp_path/'results', {}, resumed={'microcode': '0x1000066', 'mitigations': '{"meltdown": "Not affected", "spectre_v2": "Mitigation: Enhanced IBRS"}'})
+    here = {'hostname': 'elsewhere', 'cpu_model': 'cpu', 'cores': 2, **HOST, 'kernel': '6.18.44-fc-v509', 'microcode': '0x1000066'}
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)], here=here).read_text()
+    assert ('- campaign `rkB` was resumed on another host — run `rkB` → run `rkB2`: microcode: 0x1000065 → 0x1000066; '
+            'mitigations.spectre_v2: Mitigation: Retpolines → Mitigation: Enhanced IBRS') in text, text
+    assert ('- the host building this report (`elsewhere`) differs from the one that measured campaign `rkB` (`h`): kernel: 6.18.44-fc-v595 → 6.18.44-fc-v509; '
+            'mitigations.spectre_v2: Mitigation: Enhanced IBRS → Mitigation: Retpolines') in text
+    assert 'campaign `rkA` (verdicts' not in text   # rkA and rkB's first run: the same host
+
+def test_same_host_everywhere_says_so(tmp_path):
+    _two_campaigns(tmp_path/'results', {})
+    here = {'hostname': 'h', 'cpu_model': 'cpu', 'cores': 2, **HOST, 'kernel': '6.18.44-fc-v595'}
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)], here=here).read_text()
+    assert '⚠' not in text
+    assert ('- host check: the same kernel, kernel build, CPU, microcode, cores, mitigations and virtualization. '
+            'Compared: campaign `rkA` → `rkB`; the host that measured → the host building this report') in text
+
+def test_old_records_without_the_host_columns_still_report(tmp_path):
+    "A records file written before the host facts existed: it loads, its claims are computed, the report says what it could not compare."
+    from researchkit.results.records import HOST_COLUMNS
+    _fill(tmp_path/'new')
+    p = tmp_path/'results'/'cni-demo'/'records.parquet'; p.parent.mkdir(parents=True)
+    pl.read_parquet(tmp_path/'new'/'cni-demo'/'records.parquet').drop(HOST_COLUMNS).write_parquet(p)
+    assert not set(HOST_COLUMNS) & set(pl.read_parquet(p).columns)
+    import os
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)]).read_text()
+    assert '| C1 | vxlan is slower than bridge | ovs-vxlan ≈ 10 % below | ✅ reproduced |' in text
+    assert '- kernel build, CPU signature, microcode, mitigations, virtualization: not recorded (measured before the records held them)' in text
+    # rebuilt here (the default reads this machine's facts): the fixtures' kernel '6.18' is not this machine's
+    assert f"differs from the one that measured campaign `rk0000` (`h`): kernel: 6.18 → {os.uname().release}" in text, text
+    assert ('Compared: the host that measured → the host building this report. '
+            'Not compared where the records predate them: kernel_build, cpu_signature, microcode, mitigations, virtualization') in text

@@ -13,8 +13,10 @@ import researchkit
 from ..core import ConfigError, current_run_id, project_root
 
 # %% auto #0
-__all__ = ['SCHEMA', 'COLUMNS', 'NOT_MEASURABLE', 'PROV_KEYS', 'CAMPAIGN', 'point_json', 'point_key', 'git_commit', 'provenance',
-           'live_provenance', 'records', 'not_measurable', 'campaign_complete', 'frame']
+__all__ = ['SCHEMA', 'COLUMNS', 'NOT_MEASURABLE', 'HOST_COLUMNS', 'PROV_KEYS', 'HOST_FACTS', 'CAMPAIGN', 'point_json',
+           'point_key', 'git_commit', 'parse_host_facts', 'host_facts', 'host_columns', 'mitigations_text',
+           'host_changes', 'recorded_hosts', 'provenance', 'live_provenance', 'records', 'not_measurable',
+           'campaign_complete', 'frame']
 
 # %% ../../nbs/40_records.ipynb #c005
 SCHEMA: dict[str, pl.DataType] = {
@@ -23,11 +25,15 @@ SCHEMA: dict[str, pl.DataType] = {
     'timestamp': pl.Datetime('us', 'UTC'), 'run_id': pl.Utf8, 'campaign': pl.Utf8, 'profile': pl.Utf8, 'testbed': pl.Utf8,
     'package_version': pl.Utf8, 'git_commit': pl.Utf8, 'hostname': pl.Utf8, 'kernel': pl.Utf8,
     'cores': pl.Int64, 'cpu_model': pl.Utf8, 'loadavg': pl.Float64, 'tool_versions': pl.Utf8,
+    # host facts added later (`host_facts`); records written before them load with these columns null
+    'kernel_build': pl.Utf8, 'cpu_signature': pl.Utf8, 'microcode': pl.Utf8, 'mitigations': pl.Utf8, 'virtualization': pl.Utf8,
 }
 COLUMNS = list(SCHEMA)
 NOT_MEASURABLE = 'not_measurable'   # the metric of a row saying "this testbed cannot run it"
+HOST_COLUMNS = ['kernel_build', 'cpu_signature', 'microcode', 'mitigations', 'virtualization']   # optional in a provenance; null in older records
 PROV_KEYS = ['run_id', 'profile', 'testbed', 'package_version', 'git_commit', 'hostname', 'kernel', 'cores',
-             'cpu_model', 'loadavg', 'tool_versions']
+             'cpu_model', 'loadavg', 'tool_versions', *HOST_COLUMNS]
+HOST_FACTS = ['kernel', 'kernel_build', 'cpu_model', 'cpu_signature', 'microcode', 'cores', 'mitigations', 'virtualization']  # compared between hosts
 
 # %% ../../nbs/40_records.ipynb #c007
 def point_json(point:dict) -> str:
@@ -57,6 +63,92 @@ def git_commit(root=None, # a directory inside the checkout; default `project_ro
     except (OSError, subprocess.SubprocessError): return 'unknown'
     return head.stdout.strip() + ('-dirty' if st.returncode != 0 or st.stdout.strip() else '')
 
+# kernel parameters that switch CPU-vulnerability mitigations (Documentation/admin-guide/kernel-parameters.txt)
+_BOOT_MITIGATIONS = ('mitigations|nospectre_v1|nospectre_v2|spectre_v2|spectre_v2_user|spectre_bhi|spec_store_bypass_disable|'
+                     'nospec_store_bypass_disable|pti|nopti|kpti|mds|tsx|tsx_async_abort|l1tf|retbleed|srbds|mmio_stale_data|'
+                     'gather_data_sampling|spec_rstack_overflow|reg_file_data_sampling|indirect_target_selection|nosmt')
+_HOST_SH = r"""echo "hostname=$(hostname 2>/dev/null || uname -n)"; echo "kernel=$(uname -r)"; echo "kernel_build=$(uname -v)"
+echo "cores=$(nproc 2>/dev/null)"
+grep -E '^(model name|cpu family|model|stepping|microcode|CPU implementer|CPU part|CPU variant|CPU revision)[[:space:]]*:' /proc/cpuinfo 2>/dev/null | sort -u | sed 's/^/cpuinfo=/'
+grep -qw hypervisor /proc/cpuinfo 2>/dev/null && echo "hypervisor_flag=1"
+for f in /sys/devices/system/cpu/vulnerabilities/*; do [ -f "$f" ] && echo "vuln=${f##*/}=$(cat "$f" 2>/dev/null)"; done
+tr ' ' '\n' < /proc/cmdline 2>/dev/null | grep -E '^(%s)(=|$)' | sed 's/^/boot=/'
+if command -v systemd-detect-virt >/dev/null 2>&1; then echo "virt_vm=$(systemd-detect-virt --vm 2>/dev/null)"; echo "virt_container=$(systemd-detect-virt --container 2>/dev/null)"; fi
+true""" % _BOOT_MITIGATIONS
+
+def parse_host_facts(text:str, # what `_HOST_SH` printed: `key=value` lines
+                    ) -> dict:
+    "The facts `host_facts` returns, from the text the node printed."
+    one, cpu, vuln, boot, virt = {}, {}, {}, [], {}
+    for line in text.splitlines():
+        k, sep, v = line.partition('=')
+        if not sep: continue
+        if k == 'cpuinfo':
+            name, _, val = v.partition(':'); cpu.setdefault(name.strip(), [])
+            if val.strip() not in cpu[name.strip()]: cpu[name.strip()].append(val.strip())
+        elif k == 'vuln': name, _, val = v.partition('='); vuln[name] = val.strip()
+        elif k == 'boot': boot.append(v.strip())
+        elif k in ('virt_vm', 'virt_container'): virt[k] = v.strip()
+        else: one[k] = v.strip()
+    c = lambda k: ','.join(cpu.get(k, []))
+    sig = (' '.join(f"{w} {c(k)}" for w, k in (('family', 'cpu family'), ('model', 'model'), ('stepping', 'stepping')) if c(k))
+           or ' '.join(f"{w} {c(k)}" for w, k in (('implementer', 'CPU implementer'), ('part', 'CPU part'), ('variant', 'CPU variant'),
+                                                  ('revision', 'CPU revision')) if c(k)))
+    if boot: vuln['boot'] = ' '.join(boot)
+    vm = virt.get('virt_vm') or ('vm' if one.get('hypervisor_flag') else 'none')   # without systemd-detect-virt: the CPUID hypervisor bit
+    ct = virt.get('virt_container', '')
+    cores = one.get('cores', '')
+    return {'hostname': one.get('hostname', ''), 'kernel': one.get('kernel', ''), 'kernel_build': one.get('kernel_build', ''),
+            'cores': int(cores) if cores.isdigit() else 0, 'cpu_model': c('model name'), 'cpu_signature': sig,
+            'microcode': c('microcode'), 'mitigations': dict(sorted(vuln.items())),
+            'virtualization': vm + (f", container {ct}" if ct and ct != 'none' else '')}
+
+def host_facts(node, # a `researchkit.testbed.nodes.Node`: the host that measures (local, a namespace on it, or over SSH)
+              ) -> dict:
+    "What the host is, for provenance and for telling hosts apart: hostname, kernel release (`uname -r`) and build (`uname -v`), cores, CPU model and signature (family/model/stepping), microcode revision, CPU-vulnerability mitigations ({file in /sys/devices/system/cpu/vulnerabilities: status}, plus `boot`: the mitigation switches on the kernel command line) and virtualization (`systemd-detect-virt`, else the CPUID hypervisor flag)."
+    return parse_host_facts(node.run(_HOST_SH, timeout=30).stdout)   # the script ends in `true`: a failure is the shell itself (sudo, SSH)
+
+def host_columns(facts:dict) -> dict:
+    "The record columns of `host_facts` (mitigations as sorted JSON)."
+    m = facts.get('mitigations')
+    return {k: (json.dumps(m, sort_keys=True) if k == 'mitigations' and isinstance(m, dict) else facts.get(k)) for k in HOST_COLUMNS}
+
+def _mitigations(v) -> dict:
+    if isinstance(v, dict): return v
+    try: return json.loads(v) if v else {}
+    except ValueError: return {'?': str(v)}
+
+def mitigations_text(v, # the `mitigations` fact (dict) or column (JSON)
+                    ) -> str:
+    "One line: how many vulnerabilities are not affected, then `name: status` of every other one, then the boot switches."
+    m = dict(_mitigations(v)); boot = m.pop('boot', None)
+    na = sorted(k for k, s in m.items() if s == 'Not affected')
+    rest = [f"{k}: {s}" for k, s in sorted(m.items()) if s != 'Not affected']
+    return ' | '.join([*([f"{len(na)} not affected"] if na else []), *rest, *([f"boot: {boot}"] if boot else [])]) or '—'
+
+def host_changes(old:dict, # host facts (`host_facts`, or one entry of `recorded_hosts`): the host before
+                 new:dict, # ... and the host after
+                ) -> list[str]:
+    "`fact: old → new` for every fact of `HOST_FACTS` that differs (mitigations: per vulnerability); a fact either side did not record (None) is not compared."
+    out = []
+    for k in HOST_FACTS:
+        a, b = old.get(k), new.get(k)
+        if a is None or b is None: continue
+        if k == 'mitigations':
+            a, b = _mitigations(a), _mitigations(b)
+            out += [f"mitigations.{v}: {a.get(v, '(not reported)')} → {b.get(v, '(not reported)')}" for v in sorted({*a, *b}) if a.get(v) != b.get(v)]
+        elif str(a) != str(b): out.append(f"{k}: {a if a != '' else '(none)'} → {b if b != '' else '(none)'}")
+    return out
+
+def recorded_hosts(df:pl.DataFrame, # records (one campaign, or any rows with `run_id` and `timestamp`)
+                  ) -> list[dict]:
+    "The host facts each run of `df` recorded, in time order: `{'run_id', 'hostname', **HOST_FACTS}` per run; a fact the records predate is None."
+    if df.is_empty(): return []
+    keys = ['hostname', *HOST_FACTS]
+    d = df.sort('timestamp') if 'timestamp' in df.columns else df
+    d = d.group_by('run_id', maintain_order=True).first() if 'run_id' in df.columns else d.head(1)
+    return [{'run_id': r.get('run_id'), **{k: r.get(k) for k in keys}} for r in d.iter_rows(named=True)]
+
 def provenance(testbed_name:str,        # the testbed inventory name (e.g. 'local')
                node,                    # a `researchkit.testbed.nodes.Node`: where the measurement runs
                *, tools:dict|None=None, # tool name -> version string (iperf3, sockperf, ...)
@@ -71,24 +163,26 @@ def provenance(testbed_name:str,        # the testbed inventory name (e.g. 'loca
             'package_version': researchkit.__version__, 'git_commit': git_commit(),
             'hostname': facts['hostname'], 'kernel': facts['kernel'], 'cores': int(facts['cores']),
             'cpu_model': facts['cpu_model'], 'loadavg': float(facts['loadavg']),
-            'tool_versions': json.dumps(tools or {}, sort_keys=True)}
+            'tool_versions': json.dumps(tools or {}, sort_keys=True), **host_columns(host_facts(node))}
 
 def live_provenance(testbed_name:str, node, *, tools:dict|None=None, profile:str='', run_id:str|None=None,
                     campaign:str|None=None) -> Callable[[], dict]:
-    "A callable for `sweep`: git commit and versions taken once, the node's facts (load average) on every call."
+    "A callable for `sweep`: git commit, versions and the host facts taken once, the node's facts (load average) on every call; `.host` holds the host's facts."
     base = provenance(testbed_name, node, tools=tools, profile=profile, run_id=run_id, campaign=campaign)
     def prov() -> dict:
         f = node.facts()
         return {**base, 'hostname': f['hostname'], 'kernel': f['kernel'], 'cores': int(f['cores']),
                 'cpu_model': f['cpu_model'], 'loadavg': float(f['loadavg'])}
     prov.campaign = base['campaign']  # known up front, so a sweep can tell what is recorded without calling prov()
+    prov.host = {k: base[k] for k in ['hostname', *HOST_FACTS]}
     return prov
 
 # %% ../../nbs/40_records.ipynb #c013
 def _prov_fields(prov:dict) -> dict:
-    missing = [k for k in PROV_KEYS if k not in prov]
+    missing = [k for k in PROV_KEYS if k not in prov and k not in HOST_COLUMNS]
     if missing: raise ConfigError('prov', f"missing provenance fields {missing}; build it with `provenance()`")
-    out = {k: prov[k] for k in PROV_KEYS}
+    out = {k: prov.get(k) for k in PROV_KEYS}
+    if isinstance(out['mitigations'], dict): out['mitigations'] = json.dumps(out['mitigations'], sort_keys=True)
     out['campaign'] = prov.get('campaign') or prov['run_id']  # a campaign is one complete sweep of a study; resumes stay in it
     if not isinstance(out['tool_versions'], str): out['tool_versions'] = json.dumps(out['tool_versions'] or {}, sort_keys=True)
     return out

@@ -10,7 +10,7 @@ import os, re, json, fcntl, pathlib, contextlib, html
 import polars as pl
 from ..core import ConfigError
 from ..teardown import pid_alive
-from .records import CAMPAIGN, SCHEMA, COLUMNS, frame, point_key, point_json
+from .records import CAMPAIGN, SCHEMA, COLUMNS, HOST_COLUMNS, frame, point_key, point_json
 
 # %% auto #0
 __all__ = ['FILE', 'point_column', 'expand_points', 'ResultStore']
@@ -81,6 +81,9 @@ class ResultStore:
         df = pl.read_parquet(p)
         if 'campaign' not in df.columns and 'run_id' in df.columns:  # records from before campaigns: one campaign per run
             df = df.with_columns(pl.col('run_id').alias('campaign')).select([c for c in COLUMNS if c in df.columns or c == 'campaign'])
+        missing = [c for c in COLUMNS if c not in df.columns]
+        if missing and set(missing) <= set(HOST_COLUMNS):   # records from before the host facts: those columns null
+            df = df.with_columns([pl.lit(None, dtype=SCHEMA[c]).alias(c) for c in missing]).select(COLUMNS)
         if df.columns != COLUMNS: raise ConfigError(str(p), f"not a records file: columns {df.columns}")
         return df
 

@@ -10,7 +10,7 @@ import atexit, sys, time, html, pathlib
 import polars as pl
 from ..core import ConfigError, ResearchkitError, current_run_id, project_root, validate
 from ..teardown import Teardown
-from ..results.records import live_provenance, campaign_complete, records, not_measurable, CAMPAIGN
+from ..results.records import live_provenance, campaign_complete, records, not_measurable, recorded_hosts, host_changes, CAMPAIGN
 from ..results.store import ResultStore
 from ..results.sweep import sweep, SweepSummary
 from .contract import Study, REPRODUCTION_PROFILE, RUN_PARAMETERS
@@ -90,7 +90,7 @@ class Campaign:
         self.measured_s = 0.0          # wall time of `measure()` in this process
         self._swept: dict[str, tuple] = {}   # experiment -> (points, measure callable): what adaptive rounds repeat
         self._t0 = self._t_first = None   # when measure() started; when its first sweep started (what came before is setup)
-        self._prov, self._tools, self._caps, self._closed = None, None, None, False
+        self._prov, self._tools, self._caps, self._closed, self._host_checked = None, None, None, False, False
         atexit.register(self.close)
         if not self.measuring: self.id, self.resumed = campaign, False
         elif campaign is not None: self.id, self.resumed = campaign, True
@@ -124,7 +124,20 @@ class Campaign:
         if tools and any(self._tools.get(k) != v for k, v in tools.items()): self._tools.update(tools); self._prov = None
         if self._prov is None:
             self._prov = live_provenance(self.testbed.name, self.node, tools=self._tools, profile=self.profile, run_id=self.run_id, campaign=self.id)
+            if self.resumed and not self._host_checked:
+                self._host_checked = True
+                changes = self.host_changes()
+                if changes: print(f"researchkit: WARNING: resuming campaign {self.id} on a host that differs from the one that measured it so far: "
+                                  f"{'; '.join(changes)}. Its report will say so; --new-campaign (new_campaign=True) measures a whole campaign on one host.",
+                                  file=sys.stderr)
         return self._prov
+
+    def host_changes(self) -> list[str]:
+        "How the host measuring now differs from the one that last measured this campaign in an earlier run (`results.records.host_changes`: `fact: old → new`); [] for a new campaign or the same host. A resumed campaign prints them as a warning when it first takes its provenance."
+        earlier = self.store.campaign_records(self.study.name, self.id, expand=False) if self.id is not None else None
+        if earlier is None or earlier.is_empty(): return []
+        hosts = recorded_hosts(earlier.filter(pl.col('run_id') != self.run_id))
+        return host_changes(hosts[-1], self.provenance().host) if hosts else []
 
     def _need_measuring(self, what:str):
         if not self.measuring: raise ResearchkitError(f"{what}: this campaign only reads records (measure=False)")
