@@ -29,7 +29,7 @@ TITLE = 'Hyperledger Fabric on a secure container runtime vs native, by CPU budg
 SEED = '000_193cd1901b75a87c.txt'
 ROLES = ('ca', 'orderer', 'peer', 'chaincode')   # the Fabric containers' roles (the client pod holds only the load generator)
 CONTAINERS = 7                                   # 1 orderer, 2 peers, 2 chaincode servers, 2 CAs: the paper's 7
-RATE_UNITS = ('tx/s', 'capacity')                # offered rates in tx/s, or as fractions of the measured native capacity
+RATE_UNITS = ('tx/s', 'capacity', 'secure_capacity')   # offered rates in tx/s, or fractions of the capacity measured at the largest budget: native's (capacity) or the secure runtime's (secure_capacity)
 ROLE_OF = {'native': 'native', 'secure': 'secure'}
 STANDIN_NOTE = {'runsc': 'gVisor runsc (systrap): a user-space kernel intercepting system calls, not a VM',
                 'crun': 'crun: a native runtime, no isolation layer', 'runc': 'runc: a native runtime, no isolation layer',
@@ -57,10 +57,10 @@ SCHEMA = {
     'budgets': Field(list, item=float, min=0.01, max=1024, nonempty=True, check=_ascending,
                      help="Fig. 3: CPU budgets (cores) of all Fabric containers together, split equally over the 7 (the paper: 2, 4, 6, 8 pCPU)"),
     'rates': Field(list, item=float, min=0.001, max=100_000, nonempty=True, check=_ascending,
-                   help="offered loads (open loop): tx/s, or fractions of the measured native capacity (`rate_unit`); claims use the first"),
+                   help="offered loads (open loop): tx/s, or fractions of a measured capacity (`rate_unit`); claims use the first"),
     'rate_unit': Field(str, choices=RATE_UNITS, default='tx/s'),
-    'calibration': {   # the native capacity that `rate_unit: capacity` rates are fractions of
-        'rate': Field(float, min=1, max=100_000, default=150.0, help='tx/s offered to find the native capacity (above it)'),
+    'calibration': {   # the capacity at the largest budget that `capacity` (native's) or `secure_capacity` rates are fractions of
+        'rate': Field(float, min=1, max=100_000, default=150.0, help='tx/s offered to find the capacity (above it)'),
         'seconds': Field(float, min=0.5, max=600, default=5.0, help='measured window of the calibration run'),
         'tx_timeout_s': Field(float, min=0.5, max=300, default=15.0,
                               help="per-transaction timeout of the calibration run: long, so that queued transactions do not time out after Fabric has done their work (measured: at 150 tx/s with a 4-s timeout the goodput fell from ~63 to ~40 tx/s)"),
@@ -132,8 +132,11 @@ def plan(P:dict,                       # validated parameters
            'secure': dict(role='secure', runtime=sec, **({'stands_in_for': P['secure']} if sec != P['secure'] else {}))}
     rates = [dict(rate=r, rate_unit=P['rate_unit']) for r in P['rates']]
     out = {'calibration': [], 'budget': [], 'vcpu': []}
+    cal = dict(budget=max(P['budgets']), rate=P['calibration']['rate'], seconds=P['calibration']['seconds'])
     if P['rate_unit'] == 'capacity':
-        out['calibration'] = [dict(runtime=P['native'], budget=max(P['budgets']), rate=P['calibration']['rate'], seconds=P['calibration']['seconds'])]
+        out['calibration'] = [dict(runtime=P['native'], **cal)]
+    elif P['rate_unit'] == 'secure_capacity':   # the secure runtime's capacity sets every rate; native's is measured too, for the report
+        out['calibration'] = [dict(**tag['secure'], **cal), dict(**tag['native'], **cal)]
     for role in ('native', 'secure'):
         out['budget'] += [dict(**tag[role], budget=b, pcpu=pcpu(P, b), **r, seconds=P['seconds']) for b in P['budgets'] for r in rates]
     for role in ('native', 'secure'):
@@ -179,12 +182,12 @@ def _window_classes(classes:pl.DataFrame, t0:float, t1:float) -> dict[str, float
     return {r['class']: r['cpu_cores'] for r in per.group_by('class').agg(pl.col('cpu_cores').sum()).iter_rows(named=True)}
 
 class Bench:
-    "What the sweeps share: one Fabric network at a time (a runtime's network comes up once and stays up while its points run), the native capacity, the per-point quotas, monitor and load."
+    "What the sweeps share: one Fabric network at a time (a runtime's network comes up once and stays up while its points run), the capacity that sets the rates, the per-point quotas, monitor and load."
     def __init__(self, run, P:dict):
         self.run, self.P, self.td = run, P, run.teardown
         self.net, self.runtime, self._td = None, None, None
         self.ups: dict[str, float] = {}       # runtime -> seconds its network took to come up and be ready
-        self.capacity: float|None = None      # native tx/s at the largest budget (rate_unit: capacity)
+        self.capacity: float|None = None      # tx/s at the largest budget of the runtime whose capacity sets the rates (native's or the secure one's)
         self.td.callback('hlf-kata network', self.close)
 
     def network(self, runtime:str):
@@ -216,12 +219,14 @@ class Bench:
         self.net, self.runtime = None, None
 
     def rate(self, pt:dict) -> float:
-        "The tx/s offered at point `pt`: its rate, or that fraction of the measured native capacity."
+        "The tx/s offered at point `pt`: its rate, or that fraction of the capacity measured at the largest budget (native's, or the secure runtime's), read back from the records."
         if pt['rate_unit'] == 'tx/s': return pt['rate']
         if self.capacity is None:
             from researchkit.claims import select
-            c = select(self.run.records(), 'capacity', experiment='calibration') if self.run.records().height else pl.DataFrame()
-            if c.is_empty(): raise NotMeasurable('offered rate', "rates are fractions of the native capacity, but the calibration was not measured")
+            secure, df = pt['rate_unit'] == 'secure_capacity', self.run.records()
+            whose = {'role': 'secure'} if secure else {'runtime': self.P['native']}
+            c = select(df, 'capacity', experiment='calibration', **whose) if df.height and all(k in df.columns for k in whose) else pl.DataFrame()
+            if c.is_empty(): raise NotMeasurable('offered rate', f"rates are fractions of the {'secure runtime' if secure else 'native'} capacity, but its calibration was not measured")
             self.capacity = float(c['value'].median())
         return pt['rate'] * self.capacity
 
@@ -324,10 +329,11 @@ def measure(run, P:dict) -> None:
     try:
         roles = [('native', status['native'][1], status['native'][2]),
                  ('secure', secure is not None, sec_why if sec_ok else f"{sec_why}; the stand-in {st_rt}: {st_why}")]
-        for role, ok, why in roles:   # one network per runtime: every point of that runtime, then the next runtime
+        if P['rate_unit'] == 'secure_capacity': roles.reverse()   # the secure runtime's capacity sets every point's rate: it runs first
+        for role, ok, why in roles:   # one network per runtime: its calibration, every point of that runtime, then the next runtime
             fn = lambda exp: measure_fn(exp, P, bench) if ok else _unavailable(why)
-            if role == 'native' and pl_['calibration']:
-                run.sweep('calibration', pl_['calibration'], fn('calibration'), repetitions=1, tools=tools)
+            cal = [p for p in pl_['calibration'] if p.get('role', 'native') == role]
+            if cal: run.sweep('calibration', cal, fn('calibration'), repetitions=1, tools=tools)
             for exp in ('budget', 'vcpu'):
                 pts = [p for p in pl_[exp] if p['role'] == role]
                 if pts: run.sweep(exp, pts, fn(exp), tools=tools, shuffle=True)
@@ -681,8 +687,11 @@ def notes(df:pl.DataFrame) -> list[str]:
     if c.height:
         cal = c.row(0, named=True)
         o = select(df, 'offered_rate', experiment='budget')
-        out += [f"Native capacity: {c['value'].median():.1f} tx/s ({cal['runtime']} at {cal['budget']:g} cores split over the 7 containers, offered "
-                f"{cal['rate']:g} tx/s); offered rate of every point: {o['value'].median():.1f} tx/s." if o.height else '', '']
+        unit = o['rate_unit'][0] if o.height and 'rate_unit' in o.columns else 'capacity'
+        caps = ', '.join(f"{r['runtime']} {r['value']:.1f} tx/s" for r in c.iter_rows(named=True))
+        out += [f"Capacity at {cal['budget']:g} cores split over the 7 containers (open loop at {cal['rate']:g} tx/s, above it): {caps}; offered rate of "
+                f"every point: {o['value'].median():.1f} tx/s = {o['rate'][0]:g} × {'the secure runtime' if unit == 'secure_capacity' else 'native'}'s capacity."
+                if o.height else '', '']
     n = select(df, 'up_s', experiment='network')
     if n.height:
         out += ['Network start-up (to ready): ' + ', '.join(f"{r['runtime']} {r['value']:.1f} s" for r in n.iter_rows(named=True)), '']
