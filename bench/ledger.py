@@ -5,7 +5,7 @@ containers), every Fabric container on CPU 1; both load generators run in the ne
 cpuacct cgroup of its own, so client CPU is counted the same way for both (Caliper's local workers are not waited-for children,
 so getrusage would miss them; ledger.md §3.1). Both do open-loop `put KEY VALUE` with a fresh key and a 100-byte value through
 org1's gateway peer: rk-load at `--rate` (researchkit.workloads.fabload.open_loop), Caliper with its fixed-rate controller, the
-fabric:2.4 (fabric-gateway) binding and tools/caliper/workload.js. Each repetition runs rk-load, Caliper, and a Caliper launch with
+fabric:2.4 (fabric-gateway) binding and the library's workload module (researchkit.workloads.fabload.caliper). Each repetition runs rk-load, Caliper, and a Caliper launch with
 a 1-transaction round (its launch cost, subtracted from the per-transaction CPU), interleaved, `--reps` times. Both get a 3-s
 warm-up before the measured window, inside the same command. Latency: rk-load from each transaction's intended send time to its
 commit (its rows); Caliper from its TxStatus create to final time (its report has no percentiles, so the workload module writes
@@ -13,7 +13,7 @@ them). Caliper is installed by tools/install-caliper (npm ci from tools/caliper/
 Rate: 100 tx/s by default, the highest rate at which Caliper sent on schedule on one core here (at 150 it fell 10-22 % short,
 ledger.md §3.1), and well inside what the network commits (~150 tx/s with Fabric on one core). Run alone.
 """
-import os, sys, json, time, shlex, shutil, argparse, statistics, subprocess, tempfile, secrets, re
+import os, sys, time, argparse, statistics, subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,62 +29,16 @@ def caliper_install() -> str:
     if r.returncode != 0: sys.exit(f"tools/install-caliper failed ({r.returncode})")
     return r.stdout.strip().splitlines()[-1]
 
-def run_caliper(net, cal, td, *, rate, duration, warmup, payload, cpus, label):
-    """One `caliper launch manager` in the client pod, in a cpuacct cgroup of its own. duration None: a single 1-tx round
-    (the launch cost). Returns Caliper's table, latencies from workload.js, the cgroup CPU and the wall time."""
-    from researchkit.core import current_run_id
-    from researchkit.teardown import Teardown
-    from researchkit.runtimes.adapters import cgroup_undo
-    from researchkit.workloads.fabload import parse_caliper_table, CGROUP_CPUACCT
-    gw, node = net.gateway(), net.client
-    host, q = node.parent, shlex.quote
-    tag = f"{current_run_id()}-calbench-{secrets.token_hex(3)}"
-    cg = f"{CGROUP_CPUACCT}/researchkit/{tag}"
-    with Teardown(td.ledger) as rtd:
-        ws = f"{tempfile.gettempdir()}/{tag}"   # Caliper's workspace: configs with key paths, workload.js, its latencies
-        rtd.add(f"caliper workspace {ws}", lambda: shutil.rmtree(ws, ignore_errors=True), undo=f"rm -rf {q(ws)}", node=host.ledger_node)
-        os.mkdir(ws, 0o700)
-        rtd.add(f"cgroup {tag}", lambda: host.run(cgroup_undo(tag), check=False, timeout=60), undo=cgroup_undo(tag), node=host.ledger_node)
-        # network config from the running Network's gateway info: TLS CA, MSP dir (cert + key), peer address, channel, chaincode
-        key = sorted(Path(gw['msp'], 'keystore').iterdir())[0]
-        ccp = {'name': 'rk', 'version': '1.0.0', 'client': {'organization': gw['mspid']},
-               'organizations': {gw['mspid']: {'mspid': gw['mspid'], 'peers': ['gw-peer']}},
-               'peers': {'gw-peer': {'url': f"grpcs://{gw['peer']}", 'tlsCACerts': {'path': gw['tlsca']}}}}
-        netcfg = {'name': 'rk', 'version': '2.0.0', 'caliper': {'blockchain': 'fabric'},
-                  'channels': [{'channelName': gw['channel'], 'contracts': [{'id': gw['chaincode']}]}],
-                  'organizations': [{'mspid': gw['mspid'], 'identities': {'certificates': [{'name': 'user1',
-                                     'clientPrivateKey': {'path': str(key)}, 'clientSignedCert': {'path': f"{gw['msp']}/signcerts/cert.pem"}}]},
-                                     'connectionProfile': {'path': f"{ws}/ccp.json", 'discover': False}}]}
-        shutil.copy(ROOT / 'tools/caliper/workload.js', f"{ws}/workload.js")
-        args = {'cc': gw['chaincode'], 'payload': payload, 'out': ws}
-        rnd = lambda lbl, **n: {'label': lbl, **n, 'rateControl': {'type': 'fixed-rate', 'opts': {'tps': rate}},
-                                'workload': {'module': f"{ws}/workload.js", 'arguments': args}}
-        rounds = [rnd('launch', txNumber=1)] if duration is None else [rnd('warmup', txDuration=warmup)] * (warmup > 0) + [rnd('measure', txDuration=duration)]
-        bench = {'test': {'name': 'rk', 'workers': {'number': 1}, 'rounds': rounds}}
-        for f, d in (('ccp.json', ccp), ('network.json', netcfg), ('bench.json', bench)): Path(ws, f).write_text(json.dumps(d))
-        cmd = ['ip', 'netns', 'exec', node.netns, 'taskset', '-c', cpus, f"{cal}/node_modules/.bin/caliper", 'launch', 'manager',
-               '--caliper-workspace', ws, '--caliper-networkconfig', f"{ws}/network.json", '--caliper-benchconfig', f"{ws}/bench.json",
-               '--caliper-flow-only-test', '--caliper-fabric-gateway-enabled', '--caliper-report-path', f"{ws}/report.html",
-               '--caliper-logging-target-file-enabled', 'false']
-        inner = 'echo $$ > "$0/cgroup.procs" && exec ' + shlex.join(cmd)
-        line = (f"unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY; cd {q(ws)} && mkdir -p {cg} && "
-                f"sh -c {q(inner)} {cg}; rc=$?; echo \"@@cgroup_cpu_ns $(cat {cg}/cpuacct.usage)\"; exit $rc")
-        r = host.run(line, timeout=(duration or 0) + warmup + 120, check=False)
-        table = parse_caliper_table(r.stdout)
-        m = re.search(r'^@@cgroup_cpu_ns (\d+)$', r.stdout, re.M)
-        want = 'launch' if duration is None else 'measure'
-        if r.rc != 0 or want not in table or not m:
-            sys.stderr.write(r.stdout[-4000:] + r.stderr[-2000:])
-            raise RuntimeError(f"{label}: caliper exited {r.rc} without a '{want}' round or cgroup reading")
-        lat = {}
-        for f in Path(ws).glob('lat-*.txt'):
-            rd = int(f.name.split('-')[1])
-            lat.setdefault(rd, []).extend(tuple(int(x) for x in l.split()) for l in f.read_text().split('\n') if l.strip())
-    return dict(table=table, lat=lat, cpu=int(m[1]) / 1e9, wall=r.seconds)
-
-def quantile(xs, p):
-    xs = sorted(xs); k = (len(xs) - 1) * p; i = int(k)
-    return xs[i] if i + 1 >= len(xs) else xs[i] + (xs[i + 1] - xs[i]) * (k - i)
+def run_caliper(net, td, *, rate, duration, warmup, payload, cpus):
+    """One Caliper launch through the library (researchkit.workloads.fabload.caliper): duration None is a 1-tx round with no
+    warm-up (its launch cost). Returns Caliper's table, latencies, the cgroup CPU, every tx of all rounds and the wall time."""
+    from researchkit.workloads.fabload import caliper
+    kw = dict(tx_number=1, warmup=0) if duration is None else dict(duration=duration, warmup=warmup)
+    r = caliper(net, rate=rate, payload=payload, cpus=cpus, teardown=td, **kw)
+    M, rounds = r.metrics, r.summary['rounds']
+    return dict(table=rounds, cpu=M['gen_cgroup_cpu_s'][0], tx=sum(v['succ'] + v['fail'] for v in rounds.values()), wall=M['wall_s'][0],
+                p95=M['latency_p95_s'][0] if 'latency_p95_s' in M else float('nan'),
+                mean_wl=M['latency_mean_wl_s'][0] if 'latency_mean_wl_s' in M else float('nan'), n_wl=r.summary['latencies'])
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -99,7 +53,7 @@ def main():
     check_rate(a.rate); check_seconds('seconds', a.seconds); check_seconds('warmup', a.warmup, zero_ok=True); check_payload(a.payload)
     if a.reps < 1: raise ConfigError('reps', f"expected >= 1, got {a.reps}")
     os.sched_setaffinity(0, {0})
-    cal = caliper_install()
+    caliper_install()   # tools/install-caliper: the pinned, locked Caliper the library's driver looks for
     from researchkit.teardown import Teardown, signals_unwind
     from researchkit.ledger.spec import NetworkSpec, Limits
     from researchkit.ledger.network import Network
@@ -123,18 +77,15 @@ def main():
             print(f"  rep {rep} rk-load  TPS {x['tps']:.1f}, send {x['send']:.1f}/s, latency mean {x['mean']:.3f} s p95 {x['p95']:.3f} s, "
                   f"{x['ok']:.0f}/{x['sent']:.0f} ok, CPU {x['cpu']:.2f} s for {x['tx']} tx = {x['ms']:.2f} ms/tx (getrusage {x['ru_ms']:.2f}), "
                   f"wall {x['wall']:.1f} s", flush=True)
-            c = run_caliper(net, cal, td, rate=a.rate, duration=a.seconds, warmup=a.warmup, payload=a.payload, cpus='0', label=f'rep {rep}')
+            c = run_caliper(net, td, rate=a.rate, duration=a.seconds, warmup=a.warmup, payload=a.payload, cpus='0')
             T = c['table']['measure']
-            lats = sorted(f - s for rd in c['lat'] for s, f, ok in c['lat'][rd] if ok and rd == max(c['lat'])) if c['lat'] else []
-            all_tx = sum(v['succ'] + v['fail'] for v in c['table'].values())
-            cl.append(dict(tps=T['throughput'], send=T['send_rate'], mean=T['lat_avg'], p95=quantile(lats, .95) / 1e3 if lats else float('nan'),
-                           mean_wl=statistics.mean(lats) / 1e3 if lats else float('nan'), n_wl=len(lats),
-                           ok=T['succ'], failed=T['fail'], cpu=c['cpu'], tx=all_tx, ms=1e3 * c['cpu'] / all_tx, wall=c['wall']))
+            cl.append(dict(tps=T['throughput'], send=T['send_rate'], mean=T['lat_avg'], p95=c['p95'], mean_wl=c['mean_wl'], n_wl=c['n_wl'],
+                           ok=T['succ'], failed=T['fail'], cpu=c['cpu'], tx=c['tx'], ms=1e3 * c['cpu'] / c['tx'], wall=c['wall']))
             x = cl[-1]
             print(f"  rep {rep} Caliper  TPS {x['tps']:.1f}, send {x['send']:.1f}/s, latency mean {x['mean']:.3f} s p95 {x['p95']:.3f} s "
-                  f"(workload.js: mean {x['mean_wl']:.3f} s over {x['n_wl']} tx), {x['ok']}/{x['ok'] + x['failed']} ok, "
+                  f"(workload module: mean {x['mean_wl']:.3f} s over {x['n_wl']} tx), {x['ok']}/{x['ok'] + x['failed']} ok, "
                   f"CPU {x['cpu']:.2f} s for {x['tx']} tx = {x['ms']:.2f} ms/tx, wall {x['wall']:.1f} s", flush=True)
-            l = run_caliper(net, cal, td, rate=a.rate, duration=None, warmup=0, payload=a.payload, cpus='0', label=f'rep {rep} launch')
+            l = run_caliper(net, td, rate=a.rate, duration=None, warmup=0, payload=a.payload, cpus='0')
             ln.append(dict(cpu=l['cpu'], wall=l['wall']))
             x['ms_sub'] = 1e3 * (x['cpu'] - l['cpu']) / (x['tx'] - 1)
             print(f"  rep {rep} Caliper launch (1-tx round): CPU {l['cpu']:.2f} s, wall {l['wall']:.1f} s -> Caliper "
@@ -153,7 +104,7 @@ def main():
           f"{fmt([c['mean'] / r['mean'] for c, r in zip(cl, rk)], '.3f')}, p95 {fmt([c['p95'] / r['p95'] for c, r in zip(cl, rk)], '.3f')}")
     print(f"\nclient CPU = cpuacct of each generator's own cgroup (whole process tree, start-up included) / every tx it sent, warm-up "
           f"included;\nCaliper launch-subtracted = (its CPU − the 1-tx launch's CPU) / (tx − 1). TPS and send rate: rk-load from its rows, "
-          f"Caliper its own report's formulas;\nlatency: rk-load intended send → commit, Caliper TxStatus create → final (p95 from workload.js).")
+          f"Caliper its own report's formulas;\nlatency: rk-load intended send → commit, Caliper TxStatus create → final (p95 from the workload module).")
 
 if __name__ == '__main__':
     sys.exit(main())

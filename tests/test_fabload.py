@@ -9,6 +9,8 @@ from researchkit.core import ConfigError, current_run_id
 from researchkit.teardown import Teardown, pid_alive
 from researchkit.testbed.nodes import LocalNode, NetnsNode, CommandTimeout, CommandFailed
 from researchkit.testbed.tools import tool_path
+from pathlib import Path
+ROOT = Path(__file__).resolve().parent.parent
 from researchkit.workloads.fabload import (Gateway, LoadResult, as_gateway, read_rows, load_metrics, error_class, open_loop, closed_loop,
                                            caliper, caliper_dir, parse_caliper_table, CALIPER_INSTALL, ROW_SCHEMA, SHED)
 
@@ -187,7 +189,8 @@ def test_bad_input_fails_before_anything_starts(ident, tmp_path, kw, where):
 
 def test_bad_caliper_input(ident):
     g = Gateway.from_dict({**ident, 'peer': '127.0.0.1:7051'})
-    for kw, where in [(dict(rate=0), 'rate'), (dict(workers=0), 'workers'), (dict(duration=-1), 'duration'), (dict(cpus='z'), 'cpus')]:
+    for kw, where in [(dict(rate=0), 'rate'), (dict(workers=0), 'workers'), (dict(duration=-1), 'duration'), (dict(cpus='z'), 'cpus'),
+                      (dict(tx_number=5), 'duration'), (dict(duration=None), 'duration'), (dict(duration=None, tx_number=0), 'tx_number')]:
         with pytest.raises(ConfigError) as e: caliper(g, **(dict(rate=10, duration=1) | kw))
         assert e.value.where == where
     assert not glob.glob(f'/tmp/{current_run_id()}-caliper-*')
@@ -321,11 +324,19 @@ def test_real_network_open_and_closed_loop(tmp_path):
           f"\nclosed 4 clients: {c['send_rate']:.1f} tx/s sent, throughput {c['throughput']:.1f} tx/s, latency p50 {c['latency_p50_s']:.3f} s; height {height}")
 
 
-@pytest.mark.skipif(_fabric_missing() is not None or caliper_dir() is None,
-                    reason=f"needs a Fabric network ({_fabric_missing()}) and Caliper: {CALIPER_INSTALL}")
-def test_real_network_caliper_cross_check():
-    """Caliper 0.6.0 and rk-load, one after the other, 50 tx/s on the same 1 org × 1 peer network: both deliver the rate, and
-    Caliper's CPU per tx (its cgroup, launch included) is several times rk-load's (ledger.md: ~11 vs 1.1–1.7 ms)."""
+@pytest.fixture(scope='module')
+def caliper_installed():
+    "Caliper 0.6.0 as `make bench` gets it: tools/install-caliper (npm ci of the committed lock, once per tool cache)."
+    r = subprocess.run([str(ROOT/'tools'/'install-caliper')], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert caliper_dir() == r.stdout.strip().splitlines()[-1], (caliper_dir(), r.stdout)
+    return caliper_dir()
+
+@pytest.mark.skipif(_fabric_missing() is not None, reason=f"needs a Fabric network ({_fabric_missing()})")
+def test_real_network_caliper_cross_check(caliper_installed):
+    """Caliper 0.6.0 and rk-load, one after the other, 50 tx/s on the same 1 org × 1 peer network: both deliver the rate, both
+    generators' CPU comes from their own cgroups, Caliper's latency percentiles from its workload module; a 1-tx round measures
+    Caliper's launch alone. (How much cheaper rk-load is per tx is `make bench`'s ratio, not a test.)"""
     from researchkit.ledger.network import Network
     from researchkit.ledger.spec import NetworkSpec, OrgSpec
     with Teardown() as td:
@@ -333,12 +344,18 @@ def test_real_network_caliper_cross_check():
         net.up(timeout=150)
         c = caliper(net, rate=50, warmup=1, duration=3, teardown=td)
         o = open_loop(net, rate=50, warmup=1, duration=3, teardown=td)
+        l = caliper(net, rate=50, warmup=0, tx_number=1, teardown=td)
     assert c.mode == 'caliper' and c.rows.height == 0 and set(c.summary['rounds']) == {'warmup', 'measure'}
     assert c['failed'] == 0 and c['ok'] >= 140 and abs(c['send_rate'] - 50) <= 2.5 and not c.flags['send_rate_short']
     assert 0 < c['latency_mean_s'] < 5 and o['failed'] == 0 and not o.flags['send_rate_short']
+    # every committed tx of the measured round has a latency line; the percentiles are ordered and near Caliper's own mean
+    assert c.summary['latencies'] == c['ok'] and 0 < c['latency_p50_s'] <= c['latency_p95_s'] <= c['latency_p99_s'] <= c['latency_max_s'] + 1e-3
+    assert abs(c['latency_mean_wl_s'] - c['latency_mean_s']) < 0.05, (c['latency_mean_wl_s'], c['latency_mean_s'])
+    assert set(l.summary['rounds']) == {'measure'} and l.summary['rounds']['measure']['succ'] == 1 and l['gen_cgroup_cpu_s'] > 0
+    assert c['gen_cgroup_cpu_s'] > 0 and o['gen_cgroup_cpu_s'] > 0
     ratio = c['gen_cgroup_cpu_ms_per_tx'] / o['gen_cgroup_cpu_ms_per_tx']
-    assert ratio >= 4, ratio
     assert not glob.glob(f'/tmp/{current_run_id()}-caliper-*') and not glob.glob(f'/sys/fs/cgroup/*/researchkit/{current_run_id()}-caliper-*')
     print(f"\ncaliper 50 tx/s: send {c['send_rate']:.1f}, throughput {c['throughput']:.1f} tx/s, mean {c['latency_mean_s']:.2f} s, "
           f"{c['gen_cgroup_cpu_ms_per_tx']:.1f} ms CPU/tx (cgroup, launch incl., {c['wall_s']:.1f} s wall); "
-          f"rk-load: send {o['send_rate']:.2f}, throughput {o['throughput']:.1f}, {o['gen_cgroup_cpu_ms_per_tx']:.2f} ms CPU/tx; ratio {ratio:.1f}x")
+          f"rk-load: send {o['send_rate']:.2f}, throughput {o['throughput']:.1f}, {o['gen_cgroup_cpu_ms_per_tx']:.2f} ms CPU/tx; ratio {ratio:.1f}x; "
+          f"Caliper launch alone {l['gen_cgroup_cpu_s']:.2f} CPU-s, {l['wall_s']:.1f} s wall")

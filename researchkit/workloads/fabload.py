@@ -18,7 +18,7 @@ __all__ = ['GATEWAY_FIELDS', 'MAX_RATE', 'MAX_CLIENTS', 'MAX_SECONDS', 'MAX_PAYL
            'CALIPER_VERSION', 'CALIPER_INSTALL', 'Gateway', 'as_gateway', 'check_rate', 'check_clients',
            'check_seconds', 'check_payload', 'check_max_inflight', 'check_tolerance', 'parse_cpus', 'check_cpus',
            'go_duration', 'read_rows', 'error_class', 'load_metrics', 'LoadResult', 'rk_load_binary', 'open_loop',
-           'closed_loop', 'caliper_dir', 'parse_caliper_table', 'caliper']
+           'closed_loop', 'caliper_dir', 'caliper_latencies', 'parse_caliper_table', 'caliper']
 
 # %% ../../nbs/38_fabload.ipynb #c005
 GATEWAY_FIELDS = ('peer', 'tlsca', 'msp', 'mspid', 'channel', 'chaincode')
@@ -376,33 +376,48 @@ def closed_loop(gw,                        # a `Gateway`, its mapping, or a netw
                 binary=binary, teardown=teardown, margin=margin, org=org)
 
 # %% ../../nbs/38_fabload.ipynb #c022
-CALIPER_VERSION = '0.6.0'       # @hyperledger/caliper-cli, bound to fabric:2.4 (ledger.md §6.3); installed by `CALIPER_INSTALL`
+CALIPER_VERSION = '0.6.0'       # @hyperledger/caliper-cli with the fabric:2.4 binding's packages, pinned by tools/caliper/package-lock.json
 _TOOLS_ROOT = '${RESEARCHKIT_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/researchkit/tools}'   # as researchkit.testbed.tools
-CALIPER_INSTALL = (f"d={_TOOLS_ROOT}/caliper@{CALIPER_VERSION} && mkdir -p $d && cd $d && "
-                   f"echo '{{\"name\":\"rk-caliper\",\"version\":\"0.0.0\",\"private\":true}}' > package.json && "
-                   f"npm install --no-audit --no-fund @hyperledger/caliper-cli@{CALIPER_VERSION} && npx caliper bind --caliper-bind-sut fabric:2.4")
+CALIPER_INSTALL = ("tools/install-caliper (npm ci of the committed tools/caliper/package-lock.json: caliper-cli 0.6.0, "
+                   "@hyperledger/fabric-gateway 1.5.0, @grpc/grpc-js 1.10.3, into $RESEARCHKIT_TOOLS/caliper@0.6.0)")
 
 def caliper_dir(node:Node|None=None) -> str|None:
     "Caliper's install directory on `node` (`~/.cache/researchkit/tools/caliper@0.6.0`, bound to fabric:2.4), or None if it is not there."
     node = node or LocalNode()
-    r = node.run(f'd="{_TOOLS_ROOT}/caliper@{CALIPER_VERSION}"; '
+    r = node.run(f'd="{_TOOLS_ROOT}/caliper@{CALIPER_VERSION}"; [ -f "$d/.rk-stamp" ] && '   # the stamp: tools/install-caliper finished
                  f'[ -x "$d/node_modules/.bin/caliper" ] && [ -d "$d/node_modules/@hyperledger/fabric-gateway" ] && echo "$d"', check=False, timeout=15)
     return r.stdout.strip() or None
 
 _CALIPER_WORKLOAD = r''''use strict';
-// researchkit: put KEY VALUE with a fresh key per transaction, like rk-load (no caliper-core import: resolved from the workspace)
+// researchkit: put KEY VALUE with a fresh key per transaction, like rk-load (no caliper-core import: it would resolve from the
+// workspace). Caliper's report has no percentiles, so each finished transaction's create/final times (ms, Caliper's TxStatus)
+// go to `<out>/lat-<round>-<worker>.txt` at the end of the round, one "create final ok" line each.
+const fs = require('fs');
 class PutWorkload {
   async initializeWorkloadModule(workerIndex, totalWorkers, roundIndex, roundArguments, sutAdapter) {
-    Object.assign(this, {w: workerIndex, r: roundIndex, a: sutAdapter, i: 0, cc: roundArguments.cc, v: 'a'.repeat(roundArguments.payload)});
+    Object.assign(this, {w: workerIndex, r: roundIndex, a: sutAdapter, i: 0, cc: roundArguments.cc,
+                         v: 'a'.repeat(roundArguments.payload), out: roundArguments.out, lines: []});
   }
   async submitTransaction() {
     const k = `cal-${process.pid}-${this.r}-${this.w}-${this.i++}`;
-    return this.a.sendRequests({contractId: this.cc, contractFunction: 'put', contractArguments: [k, this.v], readOnly: false});
+    const res = await this.a.sendRequests({contractId: this.cc, contractFunction: 'put', contractArguments: [k, this.v], readOnly: false});
+    for (const s of [].concat(res)) this.lines.push(`${s.GetTimeCreate()} ${s.GetTimeFinal()} ${s.IsCommitted() ? 1 : 0}`);
+    return res;
   }
-  async cleanupWorkloadModule() {}
+  async cleanupWorkloadModule() {
+    if (this.out) fs.writeFileSync(`${this.out}/lat-${this.r}-${this.w}.txt`, this.lines.join('\n') + '\n');
+  }
 }
 module.exports.createWorkloadModule = () => new PutWorkload();
 '''
+
+def caliper_latencies(text:str) -> list[float]:
+    "Seconds from create to final of the committed transactions in a workload module's `lat-*.txt` ('create final ok' per line, ms)."
+    out = []
+    for l in text.splitlines():
+        p = l.split()
+        if len(p) == 3 and p[2] == '1': out.append((int(p[1]) - int(p[0])) / 1000)
+    return out
 
 def parse_caliper_table(text:str) -> dict[str, dict]:
     "Caliper's console summary table: round label -> succ, fail, send_rate, max/min/avg latency (s), throughput."
@@ -416,7 +431,8 @@ def parse_caliper_table(text:str) -> dict[str, dict]:
 
 def caliper(gw,                           # a `Gateway`, its mapping, or a network object with `.gateway(org)` and `.client`
             *, rate:float,                # fixed-rate tx/s (Caliper's `fixed-rate` controller)
-            duration:float,               # measured round (s)
+            duration:float|None=None,     # measured round (s); or
+            tx_number:int|None=None,      # a measured round of this many transactions (1 with warmup=0: Caliper's launch cost alone)
             warmup:float=3,               # a warm-up round before it (s); 0: none
             workers:int=1,                # Caliper workers (local processes)
             payload:int=100,
@@ -428,7 +444,10 @@ def caliper(gw,                           # a `Gateway`, its mapping, or a netwo
            ) -> LoadResult:
     "Cross-check: the same write load from Caliper 0.6.0 (fabric:2.4, gateway); its own report's numbers (no rows), its CPU from its cgroup."
     gw = as_gateway(gw, org)
-    rate, duration = check_rate(rate), check_seconds('duration', duration)
+    rate = check_rate(rate)
+    if (duration is None) == (tx_number is None): raise ConfigError('duration', "give either duration (s) or tx_number, not both or neither")
+    if duration is not None: duration = check_seconds('duration', duration)
+    elif not _int(tx_number) or not 1 <= tx_number <= 10_000_000: raise ConfigError('tx_number', f"expected an integer 1..10000000, got {tx_number!r}")
     warmup, payload, tolerance = check_seconds('warmup', warmup, zero_ok=True), check_payload(payload), check_tolerance(tolerance)
     if not _int(workers) or not 1 <= workers <= 64: raise ConfigError('workers', f"expected an integer 1..64, got {workers!r}")
     if not _number(margin) or margin < 0: raise ConfigError('margin', f"expected seconds >= 0, got {margin!r}")
@@ -453,15 +472,16 @@ def caliper(gw,                           # a `Gateway`, its mapping, or a netwo
               'organizations': [{'mspid': gw.mspid, 'identities': {'certificates': [{'name': 'user1', 'clientPrivateKey': {'path': key},
                                  'clientSignedCert': {'path': f"{gw.msp}/signcerts/cert.pem"}}]},
                                  'connectionProfile': {'path': f"{ws}/ccp.json", 'discover': False}}]}
-    rnd = lambda label, secs: {'label': label, 'txDuration': secs, 'rateControl': {'type': 'fixed-rate', 'opts': {'tps': rate}},
-                               'workload': {'module': f"{ws}/workload.js", 'arguments': {'cc': gw.chaincode, 'payload': payload}}}
-    bench = {'test': {'name': 'rk', 'workers': {'number': workers},
-                      'rounds': ([rnd('warmup', warmup)] if warmup else []) + [rnd('measure', duration)]}}
+    rnd = lambda label, **length: {'label': label, **length, 'rateControl': {'type': 'fixed-rate', 'opts': {'tps': rate}},
+                                   'workload': {'module': f"{ws}/workload.js", 'arguments': {'cc': gw.chaincode, 'payload': payload, 'out': ws}}}
+    measure = rnd('measure', txDuration=duration) if duration is not None else rnd('measure', txNumber=tx_number)
+    bench = {'test': {'name': 'rk', 'workers': {'number': workers}, 'rounds': ([rnd('warmup', txDuration=warmup)] if warmup else []) + [measure]}}
     cmd = [*enter, *(['taskset', '-c', cpus] if cpus is not None else []), f"{cal}/node_modules/.bin/caliper", 'launch', 'manager',
            '--caliper-workspace', ws, '--caliper-networkconfig', f"{ws}/network.json", '--caliper-benchconfig', f"{ws}/bench.json",
-           '--caliper-flow-only-test', '--caliper-fabric-gateway-enabled', '--caliper-report-path', f"{ws}/report.html"]
+           '--caliper-flow-only-test', '--caliper-fabric-gateway-enabled', '--caliper-report-path', f"{ws}/report.html",
+           '--caliper-logging-target-file-enabled', 'false']
     inner = 'echo $$ > "$0/cgroup.procs" && exec ' + shlex.join(cmd)
-    line = (f"unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY; mkdir -p {cg} && sh -c {q(inner)} {cg}; rc=$?; "
+    line = (f"unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY; cd {q(ws)} && mkdir -p {cg} && sh -c {q(inner)} {cg}; rc=$?; "
             f"echo \"@@cgroup_cpu_ns $(cat {cg}/cpuacct.usage)\"; exit $rc")
     td = Teardown(teardown.ledger if teardown is not None else None)
     if teardown is not None: teardown.callback(f"caliper run {tag}", td.close)
@@ -472,13 +492,15 @@ def caliper(gw,                           # a `Gateway`, its mapping, or a netwo
         for f, text in (('ccp.json', json.dumps(ccp)), ('network.json', json.dumps(netcfg)), ('bench.json', json.dumps(bench)),
                         ('workload.js', _CALIPER_WORKLOAD)):
             host.write_text(f"{ws}/{f}", text)
-        r = host.run(line, timeout=warmup + duration + margin + 30, check=False)
+        r = host.run(line, timeout=warmup + (duration if duration is not None else tx_number / rate) + margin + 30, check=False)
         try:
             table = parse_caliper_table(r.stdout)
             if r.rc != 0 or 'measure' not in table: raise ValueError(f"caliper exited {r.rc} without a 'measure' round")
             cpu = int(re.search(r'^@@cgroup_cpu_ns (\d+)$', r.stdout, re.M)[1]) / 1e9
         except (ValueError, TypeError) as e:
             raise CommandFailed(Result(r.node, r.cmd, r.rc or 1, r.stdout[-3000:], f"{r.stderr[-2000:]}\n{e}", r.seconds)) from None
+        last = len(bench['test']['rounds']) - 1   # the measured round's index: its workers' latency files
+        lats = caliper_latencies(host.run(f"cat {q(ws)}/lat-{last}-*.txt 2>/dev/null", check=False, timeout=30).stdout)
     t = table['measure']
     all_tx = sum(x['succ'] + x['fail'] for x in table.values())
     shortfall = max(0.0, 1 - t['send_rate'] / rate)
@@ -486,13 +508,21 @@ def caliper(gw,                           # a `Gateway`, its mapping, or a netwo
          'send_rate': (t['send_rate'], 'tx/s sent (Caliper: (succ + fail) / (last submit − first submit))'),
          'throughput': (t['throughput'], 'committed tx/s (Caliper: succ / (last commit − first submit))'),
          'latency_mean_s': (t['lat_avg'], 's (Caliper avg: commit − submit)'), 'latency_max_s': (t['lat_max'], 's (Caliper max)'),
+         **({f'latency_{k}_s': (_quantile(lats, p), 's (workload module: TxStatus create → final, committed tx; linear quantile)')
+             for k, p in (('p50', .5), ('p95', .95), ('p99', .99))} if lats else {}),
+         **({'latency_mean_wl_s': (sum(lats) / len(lats), 's (workload module: TxStatus create → final, committed tx)')} if lats else {}),
          'offered_rate': (rate, 'tx/s asked'), 'send_shortfall': (shortfall, 'fraction of the offered rate not sent'),
          'send_rate_short': (float(shortfall > tolerance), f'flag: 1 = Caliper sent more than {tolerance:.0%} short of the offered rate'),
          'gen_cgroup_cpu_s': (cpu, 'CPU s (Caliper cgroup cpuacct: manager and workers, launch included)'),
          'gen_cgroup_cpu_ms_per_tx': (1000 * cpu / all_tx if all_tx else 0.0, 'ms CPU per tx of all rounds (cgroup, launch included)'),
          'wall_s': (r.seconds, 's (whole Caliper command)')}
-    params = {'rate': rate, 'workers': workers, 'duration_s': duration, 'warmup_s': warmup, 'payload_b': payload, 'cpus': cpus,
+    params = {'rate': rate, 'workers': workers, 'duration_s': duration, 'tx_number': tx_number, 'warmup_s': warmup, 'payload_b': payload, 'cpus': cpus,
               'peer': gw.peer, 'node': node.name, 'caliper': CALIPER_VERSION}
     flags = {'send_short': shortfall > tolerance, 'send_rate_short': shortfall > tolerance, 'failed': t['fail'], 'errors': {}}
     return LoadResult('caliper', params, pl.DataFrame(schema=ROW_SCHEMA), {k: (float(v), u) for k, (v, u) in M.items()}, flags,
-                      {'rounds': table}, cpu, None, r.seconds)
+                      {'rounds': table, 'latencies': len(lats)}, cpu, None, r.seconds)
+
+def _quantile(xs:list[float], p:float) -> float:
+    "Linear-interpolation quantile (as polars' 'linear') of a non-empty list."
+    xs = sorted(xs); k = (len(xs) - 1) * p; i = int(k)
+    return xs[i] if i + 1 >= len(xs) else xs[i] + (xs[i + 1] - xs[i]) * (k - i)
