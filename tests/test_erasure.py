@@ -176,12 +176,9 @@ def test_agents_own_mode_each_keeps_its_chunk_of_its_own_copy(tmp_path):
 
 # ---- a real Fabric network ----------------------------------------------------------------------------------------------
 from researchkit.ledger.spec import NetworkSpec, OrgSpec, Limits
-from researchkit.ledger.network import Network, fabric_tools, fabric_config_dir
+from researchkit.ledger.network import Network
 
-def _fabric_missing() -> str|None:
-    try: fabric_tools(['peer', 'orderer', 'osnadmin', 'configtxgen', 'discover', 'fabric-ca-server', 'fabric-ca-client', 'rk-kv', 'rk-load'])
-    except NotMeasurable as e: return e.reason
-    return None if fabric_config_dir() else "Fabric's sampleconfig is not in the tool cache"
+from _fabric_fixtures import fabric_missing as _fabric_missing
 
 def _host_pids_in(cgroup_dir:str) -> list[int]:
     out = []

@@ -12,7 +12,7 @@ from researchkit.testbed.tools import tool_path
 from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 from researchkit.workloads.fabload import (Gateway, LoadResult, as_gateway, read_rows, load_metrics, error_class, open_loop, closed_loop,
-                                           caliper, caliper_dir, parse_caliper_table, CALIPER_INSTALL, ROW_SCHEMA, SHED)
+                                           caliper, caliper_dir, parse_caliper_table, ROW_SCHEMA, SHED)
 
 HEADER = 'tx_id,intended_s,dispatched_s,endorsed_s,submitted_s,committed_s,block,ok,warmup,error'
 TIMEOUT_ERR = 'rpc error: code = DeadlineExceeded desc = context deadline exceeded'
@@ -288,14 +288,7 @@ def test_timeout_kills_the_generator_and_cleans_up(ident, tmp_path):
 
 
 # ---- a real Fabric network --------------------------------------------------------------------------
-def _fabric_missing() -> str|None:
-    try:
-        from researchkit.ledger.network import fabric_tools, fabric_config_dir
-        from researchkit.core import NotMeasurable
-    except ImportError as e: return f"researchkit.ledger.network not importable: {e}"
-    try: fabric_tools(['peer', 'orderer', 'osnadmin', 'configtxgen', 'discover', 'fabric-ca-server', 'fabric-ca-client', 'rk-kv', 'rk-load'])
-    except NotMeasurable as e: return e.reason
-    return None if fabric_config_dir() else "Fabric's sampleconfig is not in the tool cache: run tools/install-go-tools"
+from _fabric_fixtures import fabric_missing as _fabric_missing
 
 
 @pytest.mark.skipif((why := _fabric_missing()) is not None, reason=f"no Fabric network here: {why}")

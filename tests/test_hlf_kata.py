@@ -1,51 +1,21 @@
 """researchkit.studies.hlf_kata end to end: real Fabric networks under runc and runsc (standing in for Kata, which needs KVM), real
 rk-load load, live CPU quotas and the monitor, through the CLI; bad input rejected before anything starts; Ctrl-C mid-sweep
 loses only the point in flight and a rerun resumes the campaign."""
-import os, sys, glob, json, time, signal, subprocess, pathlib
+import sys, glob, time, signal, subprocess, pathlib
 import polars as pl
 import pytest
-from researchkit.core import NotMeasurable
 from researchkit.studies import hlf_kata as hk
 from researchkit.studies.catalog import load_params
 from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
-from researchkit.runtimes.adapters import get_runtime
-from researchkit.runtimes.container import SCRATCH_ROOT, CGROUP_PARENT
 from researchkit.ledger.spec import FABRIC_ROOT
-from researchkit.ledger.network import fabric_tools, fabric_config_dir
+from _fabric_fixtures import fabric, netns_names as _netns, run_leftovers as leftovers
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
-TOOLS = ['peer', 'orderer', 'osnadmin', 'configtxgen', 'discover', 'fabric-ca-server', 'fabric-ca-client', 'rk-kv', 'rk-load']
-
-def _missing() -> str|None:
-    try: fabric_tools(TOOLS)
-    except NotMeasurable as e: return e.reason
-    return None if fabric_config_dir() else "Fabric's sampleconfig is not in the tool cache: run tools/install-go-tools"
-
-MISSING = _missing()
-fabric = pytest.mark.skipif(MISSING is not None, reason=f"Fabric not built: {MISSING}")
 
 def cli(*args, **kw):
     return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, **kw)
-
-def _netns() -> set:
-    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout
-    return {l.split()[0] for l in out.splitlines() if l.strip()}
-
-def leftovers(rid:str) -> dict:
-    "Containers, cgroups, namespaces, scratch and network directories of run `rid` still there."
-    listed = []
-    for rt in ('runc', 'runsc'):
-        try: line = get_runtime(rt)._cli('list', '--format', 'json')
-        except NotMeasurable: continue
-        r = subprocess.run(['sh', '-c', line], capture_output=True, text=True)
-        try: listed += [c['id'] for c in json.loads(r.stdout or '[]') or [] if c['id'].startswith(f'{rid}-')]
-        except json.JSONDecodeError: pass
-    left = {'containers': listed, 'cgroups': glob.glob(f'/sys/fs/cgroup/*{CGROUP_PARENT}/{rid}-*'),
-            'netns': [n for n in _netns() if n.startswith(rid)], 'scratch': glob.glob(f'{SCRATCH_ROOT}/{rid}-*'),
-            'dirs': glob.glob(f'{FABRIC_ROOT}/{rid}-*'), 'monitor': glob.glob(f'/tmp/{rid}-monitor-*'), 'rows': glob.glob(f'/tmp/{rid}-rkload-*')}
-    return {k: v for k, v in left.items() if v}
 
 def test_profiles_scale_the_paper_and_keep_its_shape():
     for prof in ('smoke', 'quick', 'full'):

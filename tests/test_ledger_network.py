@@ -9,14 +9,9 @@ from researchkit.testbed.tools import tool_path
 from researchkit.runtimes.adapters import get_runtime
 from researchkit.runtimes.container import SCRATCH_ROOT, CGROUP_PARENT
 from researchkit.ledger.spec import NetworkSpec, OrgSpec, FABRIC_ROOT, FABRIC_VERSION
-from researchkit.ledger.network import Network, NetworkError, fabric_tools, fabric_config_dir, sdk_version, SDK_INSTALL
+from researchkit.ledger.network import Network, NetworkError, sdk_version, SDK_INSTALL
 
-TOOLS = ['peer', 'orderer', 'osnadmin', 'configtxgen', 'discover', 'fabric-ca-server', 'fabric-ca-client', 'rk-kv', 'rk-load']
-
-def _missing() -> str|None:
-    try: fabric_tools(TOOLS)
-    except NotMeasurable as e: return e.reason
-    return None if fabric_config_dir() else "Fabric's sampleconfig is not in the tool cache: run tools/install-go-tools"
+from _fabric_fixtures import fabric_missing as _missing
 
 MISSING = _missing()
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"Fabric not built: {MISSING}")
