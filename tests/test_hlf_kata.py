@@ -40,6 +40,7 @@ def test_profiles_scale_the_paper_and_keep_its_shape():
     ('budgets=[0.5, 1.0, 1.5]', 'budgets[2]'),                                                           # above the Fabric cpuset's 1 CPU
     ('secure=firecracker', 'secure'),                                                                 # an unknown runtime
     ('rates=[]', 'rates'),                                                                            # an empty rate list
+    ('rates=[1.5]', 'rates[0]'),                                                                      # above the calibrated capacity it is a fraction of
 ])
 def test_bad_input_fails_before_anything_starts(param, field, tmp_path):
     before = _netns()
