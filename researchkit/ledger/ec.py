@@ -213,9 +213,10 @@ class Erasure:
         return r.ok and r.stdout.strip() == 'ok'
 
     def stop(self) -> list[str]:
-        "Stop every agent (idempotent); the chunks stay in the peers' node directories until the network goes down."
+        "Stop every agent (idempotent; `start` starts them again, and they encode the backlog first); the chunks stay in the peers' node directories until the network goes down."
         if self._td is None: return []
         errors = self._td.close()
+        self._td, self.procs = None, {}
         return errors
 
 # %% ../../nbs/39_erasure.ipynb #c015

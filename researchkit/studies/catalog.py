@@ -20,6 +20,7 @@ STUDIES = {  # study name -> module defining its `study`
     'runtimes-web': 'researchkit.studies.runtimes_web',
     'lsm-bpf': 'researchkit.studies.lsm_bpf',
     'hlf-kata': 'researchkit.studies.hlf_kata',
+    'hlf-ec': 'researchkit.studies.hlf_ec',
 }
 _LOADED: dict[str, Study] = {}
 

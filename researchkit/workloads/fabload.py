@@ -266,13 +266,16 @@ def rk_load_binary(node:Node|None=None) -> str:
 CGROUP_CPUACCT = '/sys/fs/cgroup/cpuacct'
 
 def _run(gw, mode:str, *, rate, clients, duration, warmup, payload, cpus, max_inflight, rows_dir, timeout, tolerance, max_lag_s,
-         cgroup, binary, teardown, margin, org) -> LoadResult:
+         cgroup, binary, teardown, margin, org, count=None) -> LoadResult:
     # 1. every check before anything starts
     gw = as_gateway(gw, org)
     rate = check_rate(rate) if mode == 'open' else None
     clients = check_clients(clients) if mode == 'closed' else None
     duration, warmup = check_seconds('duration', duration), check_seconds('warmup', warmup, zero_ok=True)
     payload, max_inflight = check_payload(payload), check_max_inflight(max_inflight, clients)
+    if count is not None and (mode != 'closed' or not _int(count) or not 1 <= count <= 10_000_000):
+        raise ConfigError('count', f"{count!r}: a closed loop's transaction count, an integer from 1 to 10,000,000" if mode == 'closed'
+                          else f"a transaction count is for the closed loop, not the {mode} loop")
     timeout, tolerance = check_seconds('timeout', timeout), check_tolerance(tolerance)
     if max_lag_s is not None: check_seconds('max_lag_s', max_lag_s)
     if not isinstance(cgroup, bool): raise ConfigError('cgroup', f"expected True or False, got {cgroup!r}")
@@ -300,14 +303,15 @@ def _run(gw, mode:str, *, rate, clients, duration, warmup, payload, cpus, max_in
     flags = ['-peer', gw.peer, '-tlsca', gw.tlsca, '-msp', gw.msp, '-mspid', gw.mspid, '-channel', gw.channel, '-cc', gw.chaincode,
              *(['-rate', repr(rate)] if mode == 'open' else ['-rate', '0', '-clients', str(clients)]),
              '-duration', go_duration(duration), '-warmup', go_duration(warmup), '-payload', str(payload),
-             '-timeout', go_duration(timeout), '-rows', rows_path, *(['-max-inflight', str(max_inflight)] if max_inflight else [])]
+             '-timeout', go_duration(timeout), '-rows', rows_path, *(['-max-inflight', str(max_inflight)] if max_inflight else []),
+             *(['-count', str(count)] if count else [])]
     argv = shlex.join([*enter, *(['taskset', '-c', cpus] if cpus is not None else []), rk, *flags])
     if cgroup:   # rk-load alone in a cpuacct cgroup of its own: its whole CPU, start-up and gRPC threads included
         inner = 'echo $$ > "$0/cgroup.procs" && exec ' + argv
         line = f'mkdir -p {cg} && sh -c {q(inner)} {cg}; rc=$?; echo "@@cgroup_cpu_ns $(cat {cg}/cpuacct.usage)"; exit $rc'
     else: line = argv
     params = {'rate': rate, 'clients': clients, 'duration_s': duration, 'warmup_s': warmup, 'payload_b': payload, 'cpus': cpus,
-              'max_inflight': max_inflight, 'timeout_s': timeout, 'peer': gw.peer, 'node': node.name}
+              'max_inflight': max_inflight, 'timeout_s': timeout, 'peer': gw.peer, 'node': node.name, **({'count': count} if count else {})}
     td = Teardown(teardown.ledger if teardown is not None else None)
     if teardown is not None: teardown.callback(f"rk-load run {tag}", td.close)
     with td:
@@ -327,8 +331,16 @@ def _run(gw, mode:str, *, rate, clients, duration, warmup, payload, cpus, max_in
         except (ValueError, IndexError, KeyError) as e:
             raise CommandFailed(Result(r.node, r.cmd, r.rc or 1, r.stdout[-2000:], f"{r.stderr[-2000:]}\n{e}", r.seconds)) from None
     cpu = int(cg_ns[1]) / 1e9 if cgroup else None
+    if count:   # a counted run: its window is the time the count took to send (the duration only bounded it)
+        d = rows.filter(~pl.col('warmup'))
+        duration = max(1e-3, float(d['dispatched_s'].max() - d['dispatched_s'].min())) if d.height >= 2 else duration
     metrics, fl = load_metrics(rows, mode=mode, duration=duration, rate=rate, tolerance=tolerance, max_lag_s=max_lag_s,
                                summary=summary, cgroup_cpu_s=cpu)
+    if count:
+        ok = rows.filter(pl.col('ok'))
+        metrics['exec_s'] = (float(ok['committed_s'].max() - rows['dispatched_s'].min()) if ok.height else 0.0,
+                             's from the first dispatch to the last commit seen by the gateway (counted run)')
+        if rows.height < count: fl['count_short'] = count - rows.height   # the duration ran out first
     metrics['wall_s'] = (r.seconds, 's (whole rk-load command)')
     return LoadResult(mode, params, rows, metrics, fl, summary, cpu, rows_path if rows_dir is not None else None, r.seconds)
 
@@ -357,7 +369,7 @@ def open_loop(gw,                          # a `Gateway`, its mapping, or a netw
 
 def closed_loop(gw,                        # a `Gateway`, its mapping, or a network object with `.gateway(org)` and `.client`
                 *, clients:int,            # concurrent clients, each submitting its next tx once the previous one committed
-                duration:float,            # measured window (s), after the warm-up (rk-load has no tx-count mode)
+                duration:float,            # measured window (s), after the warm-up; with `count`: the longest the run may send
                 warmup:float=3,
                 payload:int=100,
                 cpus='0',
@@ -369,11 +381,12 @@ def closed_loop(gw,                        # a `Gateway`, its mapping, or a netw
                 teardown:Teardown|None=None,
                 margin:float=30,
                 org:str|None=None,
+                count:int|None=None,       # send exactly this many tx (warm-up ones included), then stop: a fixed amount of work (`exec_s` its time)
                ) -> LoadResult:
     "Closed-loop write load with `clients` clients through a Fabric gateway; latency from each tx's dispatch (no send-rate target, so no short-send flag)."
     return _run(gw, 'closed', rate=None, clients=clients, duration=duration, warmup=warmup, payload=payload, cpus=cpus,
                 max_inflight=max_inflight, rows_dir=rows_dir, timeout=timeout, tolerance=0.03, max_lag_s=None, cgroup=cgroup,
-                binary=binary, teardown=teardown, margin=margin, org=org)
+                binary=binary, teardown=teardown, margin=margin, org=org, count=count)
 
 # %% ../../nbs/38_fabload.ipynb #c022
 CALIPER_VERSION = '0.6.0'       # @hyperledger/caliper-cli with the fabric:2.4 binding's packages, pinned by tools/caliper/package-lock.json

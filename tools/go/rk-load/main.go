@@ -85,7 +85,7 @@ func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f',
 func main() {
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "rk-load: write load on a Fabric gateway, one row per transaction; JSON summary on stdout.\n"+
-			"usage: rk-load -peer IP:PORT -tlsca PEM -msp DIR -mspid ID -channel C -cc NAME (-rate R | -clients N) [-warmup D] -duration D [-max-inflight K] [-payload B] [-timeout D] [-rows FILE]\n")
+			"usage: rk-load -peer IP:PORT -tlsca PEM -msp DIR -mspid ID -channel C -cc NAME (-rate R | -clients N [-count T]) [-warmup D] -duration D [-max-inflight K] [-payload B] [-timeout D] [-rows FILE]\n")
 		flag.PrintDefaults()
 	}
 	peer := flag.String("peer", "", "gateway peer host:port")
@@ -96,6 +96,7 @@ func main() {
 	cc := flag.String("cc", "", "chaincode name (its function put KEY VALUE is called)")
 	rate := flag.Float64("rate", 0, "open loop: transactions per second (0: closed loop with -clients)")
 	clients := flag.Int("clients", 1, "closed loop: concurrent clients, each waiting for its commit")
+	count := flag.Int64("count", 0, "closed loop: stop after this many transactions were dispatched (warm-up ones included); -duration then only bounds the run; 0 = no count")
 	dur := flag.Duration("duration", 10*time.Second, "measured sending window, after the warm-up")
 	warmup := flag.Duration("warmup", 0, "sending time before the measured window; its rows carry warmup=true and the summary excludes them")
 	maxInflight := flag.Int("max-inflight", 0, "open loop: a transaction due while this many are in flight is recorded as failed (inflight-cap), not sent; 0 = no cap")
@@ -118,6 +119,12 @@ func main() {
 	}
 	if *rate == 0 && *clients < 1 {
 		badFlag("clients", fmt.Sprintf("must be >= 1, got %d", *clients))
+	}
+	if *count < 0 {
+		badFlag("count", fmt.Sprintf("must be >= 0 transactions (0: no count), got %d", *count))
+	}
+	if *count > 0 && *rate > 0 {
+		badFlag("count", "a transaction count is for the closed loop (-rate 0 -clients N)")
 	}
 	if *dur <= 0 {
 		badFlag("duration", fmt.Sprintf("must be > 0, got %v", *dur))
@@ -281,8 +288,12 @@ func main() {
 					if at >= end {
 						return
 					}
+					i := next.Add(1) - 1
+					if *count > 0 && i >= *count {
+						return
+					}
 					enter()
-					tx(next.Add(1)-1, at, at < *warmup)
+					tx(i, at, at < *warmup)
 				}
 			}()
 		}
