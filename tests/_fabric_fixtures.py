@@ -10,7 +10,7 @@ from researchkit.ledger.network import fabric_tools, fabric_config_dir
 from researchkit.runtimes.adapters import get_runtime
 from researchkit.runtimes.container import SCRATCH_ROOT, CGROUP_PARENT
 
-FABRIC_TOOLS = ['peer', 'orderer', 'osnadmin', 'configtxgen', 'discover', 'fabric-ca-server', 'fabric-ca-client', 'rk-kv', 'rk-load']
+FABRIC_TOOLS = ['peer', 'orderer', 'osnadmin', 'configtxgen', 'discover', 'fabric-ca-server', 'fabric-ca-client', 'rk-kv', 'rk-load', 'rk-ec']
 
 def fabric_missing() -> str|None:
     "Why a Fabric network cannot come up here (a tool or the sampleconfig not in the tool cache), or None."

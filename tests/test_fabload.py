@@ -199,7 +199,8 @@ def test_bad_caliper_input(ident):
 def test_bad_closed_loop_and_gateway_input(ident, tmp_path):
     g = Gateway.from_dict({**ident, 'peer': '127.0.0.1:7051'})
     bin_ = fake(tmp_path, 'exit 0')
-    for kw, where in [(dict(clients=0), 'clients'), (dict(clients=1.0), 'clients'), (dict(clients=4, max_inflight=3), 'max_inflight')]:
+    for kw, where in [(dict(clients=0), 'clients'), (dict(clients=1.0), 'clients'), (dict(clients=4, max_inflight=3), 'max_inflight'),
+                      (dict(clients=1, count=0), 'count'), (dict(clients=1, count=2.5), 'count')]:
         with pytest.raises(ConfigError) as e: closed_loop(g, **(dict(duration=1) | kw), binary=bin_)
         assert e.value.where == where
     (tmp_path/'msp'/'keystore'/'key_sk').unlink()
@@ -302,6 +303,7 @@ def test_real_network_open_and_closed_loop(tmp_path):
         net.up(timeout=150)
         o = open_loop(net, rate=50, warmup=1, duration=3, cpus='0', rows_dir=str(tmp_path), teardown=td)
         c = closed_loop(net, clients=4, warmup=0.5, duration=2, cpus='0', teardown=td)
+        n = closed_loop(net, clients=3, count=10, warmup=0, duration=60, cpus='0', teardown=td)   # a fixed amount of work
         height = net.height('peer0-org1')
     s = o.summary
     assert o['sent'] == 150 == o['ok'] == s['ok'] and o['failed'] == 0 and o.rows.height == 200 and o.rows['ok'].all()
@@ -312,6 +314,9 @@ def test_real_network_open_and_closed_loop(tmp_path):
     assert len(set(o.rows['tx_id'])) == 200 and o.rows['block'].max() < height           # the blocks named are on the peer
     assert c['ok'] == c['sent'] > 4 and c['failed'] == 0 and 0 < c['latency_p50_s'] < 5 and c.rows['block'].max() < height
     assert c['send_rate'] == pytest.approx(c['dispatched'] / 2) and not ours()
+    # the counted run sent exactly its 10 transactions (not 60 s of them) and timed them: first dispatch to last commit
+    assert n.rows.height == 10 == n['ok'] and not n.flags.get('count_short') and n.params['count'] == 10
+    assert n['exec_s'] == pytest.approx(n.rows['committed_s'].max() - n.rows['dispatched_s'].min()) and 0 < n['exec_s'] < 30
     print(f"\nopen 50 tx/s: send {o['send_rate']:.2f} tx/s, throughput {o['throughput']:.1f} tx/s, latency mean {o['latency_mean_s']:.3f} "
           f"p95 {o['latency_p95_s']:.3f} s, gen CPU {o['gen_cpu_ms_per_tx']:.2f} ms/tx (getrusage) {o['gen_cgroup_cpu_ms_per_tx']:.2f} (cgroup)"
           f"\nclosed 4 clients: {c['send_rate']:.1f} tx/s sent, throughput {c['throughput']:.1f} tx/s, latency p50 {c['latency_p50_s']:.3f} s; height {height}")
