@@ -115,11 +115,12 @@ def bar_chart(df:pl.DataFrame,
               ref:pl.DataFrame|None=None,  # the paper's numbers, same x/y/color/facet column names
               ref_label:str=REF_LABEL,
               columns:int=3, width:int=280, height:int=180, independent_y:bool=False,
+              x_order:list|None=None,      # the categories in this order (default: sorted)
              ) -> alt.TopLevelMixin:
     "Grouped bars of `y` per `x` (and `color`), with error bars and the paper's numbers as hollow diamonds."
     cols = [x, y, *([color] if color else []), *([facet] if facet else []), *(y_err or ())]
     data = _combine(df, ref, list(dict.fromkeys(cols)), ref_label)
-    X = alt.X(f'{x}:N', title=x_title or x, axis=alt.Axis(labelAngle=0))
+    X = alt.X(f'{x}:N', title=x_title or x, axis=alt.Axis(labelAngle=0), sort=x_order if x_order else alt.Undefined)
     Y = alt.Y(y, type='quantitative', title=y_title or y, scale=alt.Scale(type='log') if log_y else alt.Undefined)
     off = {'xOffset': alt.XOffset(f'{color}:N')} if color else {}
     # the colour domain covers the reference's series too, so a paper-only series (no bar) is still named
