@@ -2,7 +2,7 @@
 own containers (rk-ec agents under the peer's CPU quota), a fixed transaction count per point, the measured peer's CPU and
 execution time, rebuilds checked by sha256, through the CLI; bad input rejected before anything starts; Ctrl-C mid-sweep leaves
 nothing behind and keeps what was recorded."""
-import sys, glob, time, signal, subprocess, pathlib
+import time, signal, subprocess
 import polars as pl
 import pytest
 from researchkit.studies import hlf_ec as he
@@ -11,12 +11,8 @@ from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
 from researchkit.ledger.spec import FABRIC_ROOT
 from _fabric_fixtures import fabric, netns_names as _netns, run_leftovers as leftovers
+from _cli import ROOT, CLI, cli, assert_rejected_before_start
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
-
-def cli(*args, **kw):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, **kw)
 
 def test_profiles_scale_the_paper_and_keep_its_shape():
     q = load_params('hlf-ec', 'quick')
@@ -42,11 +38,7 @@ def test_profiles_scale_the_paper_and_keep_its_shape():
     ('peer_cpus="7"', 'peer_cpus'),          # a CPU this host does not have
 ])
 def test_bad_input_fails_before_anything_starts(param, field, tmp_path):
-    before = _netns()
-    r = cli('run', 'hlf-ec', '--profile', 'smoke', '--param', param, '--results', str(tmp_path/'r'))
-    assert r.returncode == 2, r.stderr
-    assert field in r.stderr, r.stderr
-    assert _netns() == before and not (tmp_path/'r').exists() and not glob.glob(f'{FABRIC_ROOT}/rk*')
+    assert_rejected_before_start('hlf-ec', param, field, tmp_path, leftovers_glob=f'{FABRIC_ROOT}/rk*')
 
 @fabric
 def test_smoke_run_end_to_end(tmp_path):

@@ -1,7 +1,7 @@
 """researchkit.studies.hlf_kata end to end: real Fabric networks under runc and runsc (standing in for Kata, which needs KVM), real
 rk-load load, live CPU quotas and the monitor, through the CLI; bad input rejected before anything starts; Ctrl-C mid-sweep
 loses only the point in flight and a rerun resumes the campaign."""
-import sys, glob, time, signal, subprocess, pathlib
+import time, signal, subprocess
 import polars as pl
 import pytest
 from researchkit.studies import hlf_kata as hk
@@ -10,12 +10,8 @@ from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
 from researchkit.ledger.spec import FABRIC_ROOT
 from _fabric_fixtures import fabric, netns_names as _netns, run_leftovers as leftovers
+from _cli import ROOT, CLI, cli, assert_rejected_before_start
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
-
-def cli(*args, **kw):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, **kw)
 
 def test_profiles_scale_the_paper_and_keep_its_shape():
     for prof in ('smoke', 'quick', 'full'):
@@ -43,11 +39,7 @@ def test_profiles_scale_the_paper_and_keep_its_shape():
     ('rates=[1.5]', 'rates[0]'),                                                                      # above the calibrated capacity it is a fraction of
 ])
 def test_bad_input_fails_before_anything_starts(param, field, tmp_path):
-    before = _netns()
-    r = cli('run', 'hlf-kata', '--profile', 'smoke', '--param', param, '--results', str(tmp_path/'r'))
-    assert r.returncode == 2, r.stderr
-    assert field in r.stderr, r.stderr
-    assert _netns() == before and not (tmp_path/'r').exists() and not glob.glob(f'{FABRIC_ROOT}/rk*')
+    assert_rejected_before_start('hlf-kata', param, field, tmp_path, leftovers_glob=f'{FABRIC_ROOT}/rk*')
 
 @fabric
 def test_smoke_run_end_to_end(tmp_path):

@@ -6,11 +6,10 @@ Docs: https://researchkit.github.io/researchkit/cni_net.html.md"""
 
 # %% ../../nbs/61_cni_net.ipynb #c003
 from __future__ import annotations
-import math, json, pathlib
+import pathlib
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, ResearchkitError, markdown_table
 from ..teardown import Teardown
-from ..claims import iqr
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
 
@@ -18,7 +17,7 @@ from ..networks.datapaths import PLACEMENTS
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME',
            'DIFF', 'OTHER_PATHS', 'study', 'plan', 'Topologies', 'vm_hosts', 'tool_versions', 'measure_fn',
            'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'claims', 'record_inventory',
-           'run_experiment', 'measure', 'figures', 'notes', 'mpi_table']
+           'run_experiment', 'measure', 'sweep_order', 'figures', 'notes', 'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -242,7 +241,7 @@ def _tput(placement, paths, **kw):
 
 def claims():
     "The brief's claims as checks over the records, each decided on a bootstrap interval against its band."
-    from researchkit.claims import Claim, verdict, ratio, optional, ratio_text, not_measurable_reason, at_least, at_most, all_hold
+    from researchkit.claims import Claim, verdict, ratio, optional, not_measurable_reason, at_least, at_most, all_hold
     def dp_ratio(df, a, b, *, experiment='throughput', metric='throughput_mbit', max_bytes=None, **where):
         "Data path(s) a over b: per repetition the geometric mean over message sizes (and ranks per pod) of the ratio of medians."
         if max_bytes is not None and 'msg_bytes' in df.columns: df = df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') <= max_bytes))
@@ -365,10 +364,21 @@ def measure(run, P:dict) -> None:
                             wire_rate_mbit=tb.inventory.spec.get('local', {}).get('wire_rate_mbit') if tb.is_local else None)
     n = record_inventory(run.store, P, topologies, prov=run.provenance()(), testbed_name=tb.name, testbed=tb, capabilities=caps)
     print(f"data-path inventory: {n} new records")
-    for experiment, points in plan(P).items():
-        reps = P[experiment].get('repetitions') if experiment in ('latency', 'mpi') else None
-        if points: run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps), repetitions=reps)
+    for experiment, points, reps, shuffle in sweep_order(P):
+        run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps), repetitions=reps,
+                  shuffle=shuffle)
     topologies.close()
+
+def sweep_order(P:dict) -> list[tuple[str, list, int, bool]]:
+    "(experiment, points, repetitions to reach, shuffle) in the order the campaign sweeps them: the throughput repetitions spread over the campaign, one before each other sweep and the rest after (a sweep call that reaches repetition r runs only the repetitions not yet recorded), each in its own random order, so that one campaign samples the machine's slow and fast phases (1-KB TCP throughput is bimodal on this VM, and the phases last minutes)."
+    pl_ = plan(P)
+    tp = pl_.get('throughput', [])
+    others = [(e, p, P[e].get('repetitions') or P['repetitions'], False) for e, p in pl_.items() if e != 'throughput' and p]
+    out = []
+    for r in range(1, P['repetitions'] + 1):
+        if tp: out.append(('throughput', tp, r, True))
+        if others: out.append(others.pop(0))
+    return out + others
 
 # %% ../../nbs/61_cni_net.ipynb #c025
 def _summary(df, experiment, metric, by):

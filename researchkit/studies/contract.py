@@ -12,7 +12,7 @@ from typing import Callable
 from ..core import ConfigError, Field
 
 # %% auto #0
-__all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'Study', 'check_study']
+__all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'Study', 'check_study', 'check_cpu_budgets']
 
 # %% ../../nbs/58_study.ipynb #c004
 REPRODUCTION_PROFILE = 'quick'  # figures/ and REPORT.md describe the latest finished campaign of this profile
@@ -91,3 +91,23 @@ def check_study(study) -> 'Study':
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup: raise ConfigError(f"{w}.claims", f"duplicate claim ids {dup}")
     return study
+
+# %% ../../nbs/58_study.ipynb #4238d8ef
+def check_cpu_budgets(P:dict,                     # validated parameters
+                      node_lim:dict,              # `runtimes.container.node_limits(node)`: {'cores': n, 'online': [cpu, ...]}
+                      *, cpus:tuple[str, ...],    # parameters holding CPU lists, e.g. ('fabric_cpus', 'client_cpus')
+                      budgets_in:str,             # the CPU-list parameter the budgets are quotas inside
+                      budgets:str='budgets',      # the list of budgets (cores)
+                     ) -> None:
+    "CPU lists online on this host and every budget within the host's cores and the CPUs of `budgets_in`; `ConfigError` naming the field."
+    from researchkit.runtimes.container import parse_cpulist
+    online = node_lim['online']
+    for f in cpus:
+        try: cs = parse_cpulist(str(P[f]))
+        except ValueError: raise ConfigError(f, f"{P[f]!r} is not a CPU list like '1' or '0-1'") from None
+        bad = [c for c in cs if c not in online]
+        if bad: raise ConfigError(f, f"CPU {bad[0]} is not online on this host (online: {online})")
+    inside = parse_cpulist(str(P[budgets_in]))
+    for i, b in enumerate(P[budgets]):
+        if b > node_lim['cores']: raise ConfigError(f'{budgets}[{i}]', f"{b:g} cores is above the host's {node_lim['cores']} cores")
+        if b > len(inside): raise ConfigError(f'{budgets}[{i}]', f"{b:g} cores is above the {len(inside)} CPU(s) of {budgets_in} {P[budgets_in]!r}")

@@ -11,8 +11,7 @@ import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..teardown import Teardown
 from ..runtimes.adapters import RUNTIMES
-from ..runtimes.container import parse_cpulist
-from .contract import Study, ADAPTIVE
+from .contract import Study, ADAPTIVE, check_cpu_budgets
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_OF', 'STANDIN_NOTE', 'VCPU_MECHANISM', 'SCHEMA',
@@ -115,16 +114,7 @@ def check_params(P:dict) -> dict:
 
 def check_host(P:dict, node_lim:dict) -> None:
     "Budgets and CPU lists against the host (`node_limits`): every budget fits in the Fabric cpuset and the host's cores."
-    online = node_lim['online']
-    for f in ('fabric_cpus', 'client_cpus'):
-        try: cs = parse_cpulist(str(P[f]))
-        except ValueError: raise ConfigError(f, f"{P[f]!r} is not a CPU list like '1' or '0-1'") from None
-        bad = [c for c in cs if c not in online]
-        if bad: raise ConfigError(f, f"CPU {bad[0]} is not online on this host (online: {online})")
-    fab = parse_cpulist(str(P['fabric_cpus']))
-    for i, b in enumerate(P['budgets']):
-        if b > node_lim['cores']: raise ConfigError(f'budgets[{i}]', f"{b:g} cores is above the host's {node_lim['cores']} cores")
-        if b > len(fab): raise ConfigError(f'budgets[{i}]', f"{b:g} cores is above the {len(fab)} CPU(s) of fabric_cpus {P['fabric_cpus']!r}")
+    check_cpu_budgets(P, node_lim, cpus=('fabric_cpus', 'client_cpus'), budgets_in='fabric_cpus')
 
 # %% ../../nbs/64_hlf_kata.ipynb #c007
 def plan(P:dict,                       # validated parameters
