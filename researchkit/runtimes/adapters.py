@@ -16,9 +16,9 @@ from .container import (Container, Mount, Bundle, CGROUP_PARENT, SCRATCH_ROOT, c
 log = logging.getLogger('researchkit.runtimes')
 
 # %% auto #0
-__all__ = ['log', 'RUNSC_FLAGS', 'KATA_RUNTIME', 'RUNTIMES', 'ContainerError', 'cgroup_dirs', 'cgroup_undo', 'Instance',
-           'Runtime', 'Runc', 'Crun', 'netns_restore_cmd', 'Runsc', 'Kata', 'cpuset_parents_cmd', 'PlainProcess',
-           'get_runtime', 'runtime_rows']
+__all__ = ['log', 'RUNSC_DEFAULTS', 'RUNSC_CHOICES', 'RUNSC_FLAGS', 'KATA_RUNTIME', 'RUNTIMES', 'ContainerError', 'cgroup_dirs',
+           'cgroup_undo', 'Instance', 'Runtime', 'Runc', 'Crun', 'runsc_config', 'runsc_flags', 'runsc_label',
+           'netns_restore_cmd', 'Runsc', 'Kata', 'cpuset_parents_cmd', 'PlainProcess', 'get_runtime', 'runtime_rows']
 
 # %% ../../nbs/17_runtimes.ipynb #c005
 class ContainerError(ResearchkitError):
@@ -245,7 +245,36 @@ class Crun(Runtime):
     def _signal(self, inst, sig): self.node.run(self._wrap(self._cli('kill', inst.id, sig)), check=False, timeout=20)
 
 # %% ../../nbs/17_runtimes.ipynb #c011
-RUNSC_FLAGS = ('--platform=systrap', '--network=sandbox')
+RUNSC_DEFAULTS = {'platform': 'systrap', 'network': 'sandbox', 'overlay2': 'root:self', 'directfs': True, 'file_access_mounts': 'shared'}
+RUNSC_CHOICES = {'platform': ('systrap', 'ptrace', 'kvm'), 'network': ('sandbox', 'host', 'none'),
+                 'overlay2': ('root:self', 'root:memory', 'all:self', 'all:memory', 'none'), 'directfs': (True, False),
+                 'file_access_mounts': ('shared', 'exclusive')}
+
+def runsc_config(config:dict|None=None,  # settings to change, e.g. {'overlay2': 'none'}; None: the defaults
+                 *, where:str='runsc',   # the field name errors give
+                ) -> dict:
+    "runsc's configuration: `RUNSC_DEFAULTS` — runsc's own defaults, which is what a containerd (runsc shim) user runs unless runsc.toml says otherwise — updated by `config`; `ConfigError` naming the key for an unknown setting or value."
+    if config is None: config = {}
+    if not isinstance(config, dict): raise ConfigError(where, f"expected a mapping of runsc settings, got {config!r}")
+    out = dict(RUNSC_DEFAULTS)
+    for k, v in config.items():
+        if k not in RUNSC_CHOICES: raise ConfigError(f"{where}.{k}", f"unknown runsc setting; allowed: {', '.join(RUNSC_CHOICES)}")
+        if v not in RUNSC_CHOICES[k] or type(v) is not type(RUNSC_CHOICES[k][0]):
+            raise ConfigError(f"{where}.{k}", f"{v!r} is not one of {', '.join(map(str, RUNSC_CHOICES[k]))}")
+        out[k] = v
+    return out
+
+def runsc_flags(config:dict) -> list[str]:
+    "The global runsc flags of a `runsc_config`."
+    return [f"--{k.replace('_', '-')}={str(v).lower() if isinstance(v, bool) else v}" for k, v in config.items()]
+
+def runsc_label(config:dict) -> str:
+    "A short name of a `runsc_config` for figures and claims, e.g. 'systrap, overlay2 root:self, directfs, volumes shared'."
+    c = runsc_config(config)
+    return (f"{c['platform']}, overlay2 {c['overlay2']}, directfs {'on' if c['directfs'] else 'off'}, volumes {c['file_access_mounts']}"
+            + ('' if c['network'] == 'sandbox' else f", network {c['network']}"))
+
+RUNSC_FLAGS = tuple(runsc_flags(RUNSC_DEFAULTS))
 
 def _netns_snapshot(node:Node, netns:str) -> tuple[list[str], list[str]]:
     "Addresses (`A/len dev D`, all but loopback and host scope) and non-kernel routes of a network namespace, to put back what runsc takes."
@@ -267,8 +296,11 @@ def netns_restore_cmd(netns:str, addrs:list[str], routes:list[str]) -> str:
     return f"if [ -e /var/run/netns/{n} ]; then {'; '.join(cmds) or 'true'}; fi; true"
 
 class Runsc(Runtime):
-    "gVisor: pinned runsc, systrap platform, sandbox network over the pod's veth."
+    "gVisor: pinned runsc with the flags of its `runsc_config` (default: runsc's defaults — systrap platform, sandbox network over the pod's veth, overlay2 root:self, directfs)."
     name = 'runsc'
+    def __init__(self, node:Node|None=None, *, config:dict|None=None):
+        super().__init__(node)
+        self.config = runsc_config(config)
     def _find_binary(self) -> str:
         from researchkit.testbed.tools import go_tool
         return go_tool('runsc', self.node)
@@ -277,7 +309,7 @@ class Runsc(Runtime):
         from researchkit.testbed.tools import go_tools
         v = super().version()
         return v.replace('VERSION_MISSING', f"{go_tools()['runsc'].version} (pinned gVisor snapshot)")
-    def _cli(self, *args) -> str: return shlex.join([self.binary(), *RUNSC_FLAGS, *args])
+    def _cli(self, *args) -> str: return shlex.join([self.binary(), *runsc_flags(self.config), *args])
     def _register(self, inst, td):
         c = inst.container
         if c.netns:  # runsc moves the pod's addresses into its netstack; put them back after delete (undone after it)
@@ -415,9 +447,12 @@ _CLASSES = {'process': PlainProcess, 'runc': Runc, 'crun': Crun, 'runsc': Runsc,
 
 def get_runtime(name:str,               # one of `RUNTIMES`
                 node:Node|None=None,    # where containers run (default: this host)
+                *, config:dict|None=None, # the runtime's settings (runsc only: `runsc_config`)
                ) -> Runtime:
-    "The adapter for `name`; an unknown name is a `ConfigError('runtime', ...)` before anything starts."
+    "The adapter for `name`; an unknown name or setting is a `ConfigError` before anything starts."
     if name not in _CLASSES: raise ConfigError('runtime', f"{name!r} is not one of {', '.join(RUNTIMES)}")
+    if name == 'runsc': return Runsc(node, config=config)
+    if config: raise ConfigError('config', f"{name} takes no settings (only runsc does), got {config!r}")
     return _CLASSES[name](node)
 
 def _probe_image(node:Node) -> str:

@@ -53,6 +53,7 @@ class Container:
     memory_mb: int|None = None      # memory limit in MiB; None: unlimited
     gid: int|None = None            # gid inside the container; None: same as `user`
     hostname: str|None = None       # UTS hostname; None: the name
+    layers: list = field(default_factory=list)   # read-only directories stacked over `image` (first on top), as an image's layers are: whiteouts (char device 0/0) hide the image's files
 
     def validate(self, node:Node|None=None) -> 'Container':
         "Check the description (and, given a `node`, against it); raise `ConfigError(field, msg)`; returns self."
@@ -104,6 +105,10 @@ def check_container(c:Container, node:Node|None=None):
     if not isinstance(c.image, (str, pathlib.PurePath)) or not str(c.image).startswith('/'):
         raise ConfigError('image', f"{c.image!r}: give the image directory as an absolute path")
     if _PATH_BAD.search(str(c.image)): raise ConfigError('image', f"{str(c.image)!r}: no spaces, ',', ':', '=' or '\\' (overlayfs options)")
+    if not isinstance(c.layers, (list, tuple)): raise ConfigError('layers', "must be a list of directories")
+    for i, l in enumerate(c.layers):
+        if not isinstance(l, (str, pathlib.PurePath)) or not str(l).startswith('/') or _PATH_BAD.search(str(l)):
+            raise ConfigError(f'layers[{i}]', f"{l!r}: an absolute directory path without spaces, ',', ':', '=' or '\\' (overlayfs options)")
     if not isinstance(c.command, (list, tuple)) or not c.command: raise ConfigError('command', "must be a non-empty argv list")
     for i, a in enumerate(c.command):
         if not isinstance(a, str) or (i == 0 and not a): raise ConfigError(f'command[{i}]', f"{a!r}: every argument must be a string, the program non-empty")
@@ -156,6 +161,7 @@ def _check_on_node(c:Container, node:Node):
     if c.memory_mb is not None and c.memory_mb > lim['memory_mb']:
         raise ConfigError('memory_mb', f"{c.memory_mb} MiB is above the {lim['memory_mb']} MiB of node {node.name}")
     tests = [('image', f"test -d {shlex.quote(str(c.image))}", f"no directory {c.image} on node {node.name}")]
+    tests += [(f'layers[{i}]', f"test -d {shlex.quote(str(l))}", f"no directory {l} on node {node.name}") for i, l in enumerate(c.layers)]
     if c.netns: tests.append(('netns', f"test -e /var/run/netns/{shlex.quote(c.netns)}", f"no network namespace {c.netns!r} on node {node.name} (`ip netns list`)"))
     tests += [(f'mounts[{i}].source', f"test -e {shlex.quote(m.source)}", f"{m.source} does not exist on node {node.name}")
               for i, m in enumerate(c.mounts) if m.type == 'bind']
@@ -259,12 +265,12 @@ def prepare_bundle(c:Container,          # validated description
                    *, node:Node|None=None,
                    teardown:Teardown,    # the undo is registered here before anything is created
                   ) -> Bundle:
-    "Scratch dir `SCRATCH_ROOT/<cid>` with a writable overlay (lower = image, upper/work on disk) merged at `rootfs`."
+    "Scratch dir `SCRATCH_ROOT/<cid>` with a writable overlay (lower = the layers over the image, upper/work on disk) merged at `rootfs`."
     node = node or LocalNode()
     d = f"{SCRATCH_ROOT}/{cid}"; q = shlex.quote(d)
     teardown.add(f"bundle {cid}", lambda: node.run(bundle_undo(d), check=False, timeout=60), undo=bundle_undo(d), node=node.ledger_node)
     targets = ' '.join(shlex.quote(f"{d}/rootfs{posixpath.normpath(m.target)}") for m in c.mounts)
     node.run(f"mkdir -p {q}/upper {q}/work {q}/rootfs && "
-             f"mount -t overlay overlay -o lowerdir={shlex.quote(str(c.image))},upperdir={q}/upper,workdir={q}/work {q}/rootfs"
+             f"mount -t overlay overlay -o lowerdir={shlex.quote(':'.join(map(str, [*c.layers, c.image])))},upperdir={q}/upper,workdir={q}/work {q}/rootfs"
              + (f" && mkdir -p {targets}" if targets else ''), timeout=60)
     return Bundle(cid, node, d)

@@ -13,12 +13,17 @@ from ..teardown import Teardown
 from ..claims import iqr
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
+from ..core import validate
+from ..runtimes.adapters import RUNSC_DEFAULTS, RUNSC_CHOICES, runsc_config, runsc_label
+from ..workloads.webapp import APP_PLACES
 
 # %% auto #0
-__all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'GRID', 'SCHEMA', 'PAPER_KNEES',
-           'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'study', 'rate_grid', 'check_host', 'preflight', 'plan', 'Servers',
-           'tool_versions', 'measure_fn', 'run_sweep', 'measure', 'curve', 'knee', 'gap', 'capacity', 'grid_step',
-           'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes']
+__all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
+           'GRID', 'SCHEMA', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'study', 'rate_grid', 'check_host',
+           'preflight', 'configs', 'describe', 'server_configs', 'plan', 'Servers', 'tool_versions', 'measure_fn',
+           'closed_fn', 'run_sweep', 'measure', 'curve', 'knee', 'gap', 'capacity', 'grid_step', 'select_load',
+           'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes', 'closed_table',
+           'cross_check', 'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -40,6 +45,29 @@ def _grid_ok(g:dict):
     if not rate_grid(g): return f"no rate on the grid: log10_from {g['log10_from']} is above log10_to {g['log10_to']}"
     if rate_grid(g)[-1] > 100_000: return "rates above 100,000 req/s are out of reach of one load generator"
     return None
+
+_RS = lambda k, help, default=True: Field(type(RUNSC_CHOICES[k][0]), choices=RUNSC_CHOICES[k], default=RUNSC_DEFAULTS[k] if default else None, help=help)
+RUNSC = {'platform':           _RS('platform', "how the sentry intercepts system calls (runsc's default: systrap)"),
+         'overlay2':           _RS('overlay2', "overlay over the root filesystem and where its upper layer lives (runsc's default: root:self, a file in the container's root)"),
+         'directfs':           _RS('directfs', "the sentry opens the container's files itself instead of through the gofer (runsc's default: true)"),
+         'file_access_mounts': _RS('file_access_mounts', "validation of bind mounts other than the root (runsc's default: shared, re-checked against the host)")}
+VARIANT = {'app': Field(str, choices=APP_PLACES, default=None, help='where the app lives'),
+           **{k: _RS(k, f.help, default=False) for k, f in RUNSC.items()}}   # a variant names only what it changes
+
+def _variant_ok(v:dict):
+    return None if any(x is not None for x in v.values()) else f"a variant must change at least one of {', '.join(VARIANT)}"
+
+CLOSED = {'connections': Field(list, item=int, min=1, max=64, nonempty=True, default=lambda: [1, 4],
+                               help='concurrent connections of each closed-loop point (wrk -c; one thread)'),
+          'seconds':     Field(dict, schema={e: Field(int, min=1, max=600, default=10) for e in ENDPOINTS}, default=lambda: {'cpu': 10, 'io': 10},
+                               help='seconds of closed-loop load per point, per endpoint (wrk -d)'),
+          'timeout':     Field(int, min=1, max=600, default=60, help='whole seconds before wrk gives up on a request'),
+          'drain_s':     Field(float, min=0, max=600, default=30.0, help='after a point, wait this long at most for the requests in flight to finish'),
+          'repetitions': Field(int, min=0, max=100, default=None, help='repetitions of each closed-loop point (absent: the study\'s; 0: no cross-check)'),
+          'runsc_variants': Field(list, item=Field(dict, schema=VARIANT, check=_variant_ok), default=lambda: [],
+                               help='other runsc configurations to measure in the closed loop (each names what it changes); app changes are measured for runc too'),
+          'variant_connections': Field(list, item=int, min=1, max=64, nonempty=True, default=lambda: [4],
+                               help='connections of the variants\' points')}
 
 GRID = {'log10_from': Field(float, min=-1, max=5, help='log10 of the first rate (req/s)'),
         'log10_to':   Field(float, min=-1, max=5, help='log10 of the last rate (req/s)'),
@@ -63,6 +91,12 @@ SCHEMA = {
     'stop_after_collapse': Field(bool, default=True,
                          help=f'after a point with success <= {COLLAPSE:.0%}, record the higher rates of that runtime, endpoint and '
                               'repetition as beyond_collapse instead of loading them (each would cost duration + timeout)'),
+    'app':         Field(str, choices=APP_PLACES, default='image',
+                         help="where the app lives: 'image' (a layer of the container's root filesystem, as a containerd user's image "
+                              "carries it) or 'bind' (read-only bind mounts of the host's copy)"),
+    'runsc':       Field(dict, schema=RUNSC, default=None, help="runsc's settings (absent: runsc's defaults, what a containerd user runs)"),
+    'closed_loop': Field(dict, schema=CLOSED, default=lambda: validate({}, CLOSED),
+                         help='the closed-loop cross-check (wrk): steady-state capacity and CPU per request'),
     **ADAPTIVE,
 }
 
@@ -85,19 +119,54 @@ def preflight(P:dict, inventory) -> None:
     if all(n.get('kind') == 'local' for n in inventory.spec['nodes']): check_host(P, os.cpu_count())
 
 # %% ../../nbs/62_runtimes_web.ipynb #c013
+def configs(P:dict) -> dict[str, dict]:
+    "The server configurations by label: 'default' (the parameters' `app` and `runsc`), then each of `closed_loop.runsc_variants`; each {'app', 'runsc' (a full `runsc_config`)}."
+    base = {'app': P['app'], 'runsc': runsc_config(P.get('runsc'), where='runsc')}
+    out = {'default': base}
+    for i, v in enumerate(P['closed_loop']['runsc_variants']):
+        ch = {k: x for k, x in v.items() if x is not None}
+        label = ', '.join(f"{k}={str(x).lower() if isinstance(x, bool) else x}" for k, x in ch.items())
+        if label in out: raise ConfigError(f'closed_loop.runsc_variants[{i}]', f"the same configuration as an earlier one ({label})")
+        out[label] = {'app': ch.get('app', base['app']), 'runsc': runsc_config({**base['runsc'], **{k: x for k, x in ch.items() if k != 'app'}})}
+    return out
+
+def describe(cfg:dict, runtime:str='runsc') -> str:
+    "A configuration in words, e.g. 'runsc (systrap, overlay2 root:self, directfs on, volumes shared; app in the image)'."
+    app = 'app in the image' if cfg['app'] == 'image' else 'app bind-mounted'
+    return f"runsc ({runsc_label(cfg['runsc'])}; {app})" if runtime == 'runsc' else f"{runtime} ({app})"
+
+def server_configs(df:pl.DataFrame) -> dict[str, dict]:
+    "The server configurations the records were measured with (from their provenance; records from before they were recorded: runsc's defaults and the app bind-mounted, as the code then ran them)."
+    import json
+    for tv in (df['tool_versions'].drop_nulls().unique().to_list() if 'tool_versions' in df.columns else []):
+        try: c = json.loads(tv).get('server configs')
+        except (ValueError, AttributeError): c = None
+        if c: return json.loads(c)
+    return {'default': {'app': 'bind', 'runsc': runsc_config()}}
+
 def plan(P:dict) -> dict[str, list[dict]]:
-    "The points of the load sweep (experiment 'load') for validated parameters `P`."
-    return {'load': [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'])
-                     for rt in P['runtimes'] for ep in P['endpoints'] for r in rate_grid(P['rates'][ep])]}
+    "The points of the open-loop sweep (experiment 'load') and of the closed-loop cross-check ('closed') for validated parameters `P`."
+    load = [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'])
+            for rt in P['runtimes'] for ep in P['endpoints'] for r in rate_grid(P['rates'][ep])]
+    C = P['closed_loop']
+    pt = lambda rt, ep, c, cfg: dict(runtime=rt, endpoint=ep, connections=c, seconds=C['seconds'][ep], config=cfg)
+    closed = [pt(rt, ep, c, 'default') for rt in P['runtimes'] for ep in P['endpoints'] for c in C['connections']]
+    apps = {P['app']}   # runc takes only `app` from a variant: measured once per place the app lives
+    for label, cfg in list(configs(P).items())[1:]:
+        rts = [rt for rt in ('runc', 'runsc') if rt in P['runtimes'] and (rt == 'runsc' or cfg['app'] not in apps)]
+        apps.add(cfg['app'])
+        closed += [pt(rt, ep, c, label) for rt in rts for ep in P['endpoints'] for c in C['variant_connections']]
+    return {'load': load, 'closed': closed if C['repetitions'] != 0 else []}
 
 # %% ../../nbs/62_runtimes_web.ipynb #c016
 class Servers:
     "The server pod's one live container, (re)started on demand."
     def __init__(self, teardown:Teardown, P:dict, *, topology, image):
         self.td, self.P, self.topo, self.image = teardown, P, topology, image
+        self.configs = configs(P)                  # label -> {'app', 'runsc'}; 'default' serves the open-loop sweep
         self.server_pod, self.client_pod = topology.pods[0], topology.pods[-1]
         self.node = self.server_pod.node.parent   # the machine the container runtime runs on
-        self.runtime, self.inst, self._td, self.starts = None, None, None, 0
+        self.runtime, self.config, self.inst, self._td, self.starts = None, None, None, None, 0
         self.start_s: list[float] = []             # start-to-ready seconds of every start
         teardown.callback('runtimes-web server', self.close)
 
@@ -105,33 +174,35 @@ class Servers:
         from researchkit.workloads.webapp import endpoint_url
         return endpoint_url(self.server_pod.ip, endpoint)
 
-    def get(self, runtime:str):
-        "The live instance for `runtime`, starting it if needed (NotMeasurable if the runtime is not available)."
-        if runtime != self.runtime or self.inst is None or not self.inst.alive(): self.start(runtime)
+    def get(self, runtime:str, config:str='default'):
+        "The live instance for `runtime` in configuration `config` (a label of `configs`), starting it if needed (NotMeasurable if the runtime is not available)."
+        if (runtime, config) != (self.runtime, self.config) or self.inst is None or not self.inst.alive(): self.start(runtime, config)
         return self.inst
 
-    def start(self, runtime:str):
+    def start(self, runtime:str, config:str='default'):
         from researchkit.runtimes.adapters import get_runtime
         from researchkit.workloads.webapp import web_container, http_ready
         self.close()
-        rt = get_runtime(runtime, self.node)
+        cfg = self.configs[config]
+        rt = get_runtime(runtime, self.node, config=cfg['runsc'] if runtime == 'runsc' else None)
         ok, why = rt.available()
         if not ok: raise NotMeasurable(runtime, why)
         self.starts += 1
         c = web_container(self.image, name=f"web{self.starts:03d}", netns=self.server_pod.node.netns,
-                          cpus=self.P.get('cpu_quota'), cpuset=str(self.P['server_cpus']), memory_mb=self.P.get('memory_mb'))
+                          cpus=self.P.get('cpu_quota'), cpuset=str(self.P['server_cpus']), memory_mb=self.P.get('memory_mb'),
+                          node=self.node, app=cfg['app'])
         self._td = Teardown(self.td.ledger)
         t0 = time.perf_counter()
         self.inst = rt.start(c, teardown=self._td)
         url = self.url('cpu')
         self.inst.wait_ready(lambda: http_ready(self.client_pod.node, url), timeout=120)
         self.start_s.append(time.perf_counter() - t0)
-        self.runtime = runtime
+        self.runtime, self.config = runtime, config
         return self.inst
 
-    def drain(self, *, step:float=0.5, idle_share:float=0.05) -> bool:
-        "Wait (at most `drain_s`) until the container uses under `idle_share` of a core; True if it went idle."
-        t_end = time.monotonic() + self.P['drain_s']
+    def drain(self, *, step:float=0.5, idle_share:float=0.05, within:float|None=None) -> bool:
+        "Wait (at most `within` s, default `drain_s`) until the container uses under `idle_share` of a core; True if it went idle."
+        t_end = time.monotonic() + (self.P['drain_s'] if within is None else within)
         last = self.inst.cpu_seconds()
         while True:
             time.sleep(step)
@@ -142,15 +213,17 @@ class Servers:
 
     def close(self):
         if self._td is not None: self._td.close()
-        self.runtime, self.inst, self._td = None, None, None
+        self.runtime, self.config, self.inst, self._td = None, None, None, None
 
 # %% ../../nbs/62_runtimes_web.ipynb #c018
-def tool_versions(node, image=None) -> dict:
-    "Versions of the runtimes, vegeta, Apache and PHP this study runs on `node`."
+def tool_versions(node, image=None, P:dict|None=None) -> dict:
+    "Versions of the runtimes, vegeta, wrk, Apache and PHP this study runs on `node`; with `P`, the server configurations (`configs`) too."
+    import json
     from researchkit.runtimes.adapters import runtime_rows
-    from researchkit.workloads import vegeta
+    from researchkit.workloads import vegeta, wrk
     out = {f"runtime:{name}": (reason if ok else f"unavailable: {reason}")[:120] for name, ok, reason in runtime_rows(node)}
-    out.update(vegeta.tool_versions(node))
+    out.update(vegeta.tool_versions(node)); out.update(wrk.tool_versions(node))
+    if P is not None: out['server configs'] = json.dumps(configs(P), sort_keys=True)
     if image is not None:
         from researchkit.runtimes.rootfs import image_manifest
         v = image_manifest(image, node)['versions']
@@ -185,6 +258,33 @@ def measure_fn(P:dict, servers:Servers):
         return out
     return measure
 
+def closed_fn(P:dict, servers:Servers):
+    "The `measure(point, repetition)` callable of the closed-loop cross-check (experiment 'closed')."
+    from researchkit.workloads.wrk import wrk
+    C = P['closed_loop']
+    def measure(pt:dict, rep:int) -> dict:
+        inst = servers.get(pt['runtime'], pt['config'])
+        if not servers.drain(within=C['drain_s']): inst = servers.start(pt['runtime'], pt['config'])   # start from an idle server
+        c = pt['connections']
+        cpu0 = inst.cpu_seconds()
+        m = wrk(servers.client_pod.node, servers.url(pt['endpoint']), threads=1, connections=c, seconds=pt['seconds'],
+                timeout=C['timeout'], cpus=P['client_cpus'])
+        cpu1 = inst.cpu_seconds()
+        drained = servers.drain(within=C['drain_s'])   # the c requests in flight when wrk stopped run to their end
+        cpu2 = inst.cpu_seconds()
+        n, secs = m['requests'][0], m['duration_s'][0]
+        errors = sum(m[k][0] for k in ('errors_connect', 'errors_read', 'errors_write', 'errors_timeout', 'non_2xx_3xx'))
+        out = {'requests': (n, 'count'), 'throughput_rps': (m['requests_per_s'][0], 'req/s'), 'errors': (errors, 'count'),
+               'latency_mean_s': (m['latency_mean_us'][0] / 1e6, 's'), 'latency_p50_s': (m['latency_p50_us'][0] / 1e6, 's'),
+               'latency_p99_s': (m['latency_p99_us'][0] / 1e6, 's'), 'window_s': (secs, 's'),
+               'container_cpu_s': (cpu1 - cpu0, 's'), 'server_busy': ((cpu1 - cpu0) / secs, 'cores'), 'drained': (float(drained), 'bool')}
+        if n: out['cpu_s_per_request_window'] = ((cpu1 - cpu0) / n, 's')
+        # every connection had one request in flight when wrk stopped: after the drain the cgroup holds the whole cost of n + c requests
+        if drained and not errors: out['cpu_s_per_request'] = ((cpu2 - cpu0) / (n + c), 's')
+        if not drained: servers.close()
+        return out
+    return measure
+
 def run_sweep(P:dict, store, *, servers:Servers, prov, testbed_name:str, progress:bool=True):
     "Sweep every point (resuming: recorded points are skipped)."
     from researchkit.results.sweep import sweep
@@ -193,7 +293,7 @@ def run_sweep(P:dict, store, *, servers:Servers, prov, testbed_name:str, progres
 
 # %% ../../nbs/62_runtimes_web.ipynb #c033
 def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: the image, two pods joined by a bridge, the server container, then the load sweep (resuming)."
+    "The method on the campaign `run`: the image, two pods joined by a bridge, the server container, the closed-loop cross-check, then the open-loop sweep (resuming)."
     from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
     from researchkit.networks.datapaths import Topology, testbed_hosts
     tb = run.testbed
@@ -205,7 +305,11 @@ def measure(run, P:dict) -> None:
     servers = Servers(run.teardown, P, topology=topo, image=image)
     print(f"image {image}; server pod {topo.pods[0].name} {topo.pods[0].ip} on {topo.hosts[topo.pods[0].host].name}; "
           f"client pod {topo.pods[-1].name} on {topo.hosts[topo.pods[-1].host].name}")
-    run.sweep('load', plan(P)['load'], measure_fn(P, servers), tools=tool_versions(server_host, image))
+    tools = tool_versions(server_host, image, P)
+    pl_ = plan(P)
+    if pl_['closed']:   # the cross-check first: each configuration from a fresh, idle server
+        run.sweep('closed', pl_['closed'], closed_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
+    run.sweep('load', pl_['load'], measure_fn(P, servers), tools=tools)
 
 # %% ../../nbs/62_runtimes_web.ipynb #c020
 def curve(df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate') -> pl.DataFrame:
@@ -335,6 +439,15 @@ def _seconds_verdict(xs:list[float], band, label:str):
     from researchkit.claims import t_interval, decide
     return decide(*t_interval(xs), band, n=len(xs), label=label, digits=3)
 
+def _named(check):
+    "`check` whose verdict names the runsc configuration and the method (open-loop knees) it was decided on."
+    import dataclasses
+    def run(df):
+        v = check(df)
+        if not v.measured: return v
+        return dataclasses.replace(v, measured=f"{v.measured} — open-loop knees (vegeta); {describe(server_configs(df)['default'])}")
+    return run
+
 def claims():
     "The brief's four claims, plus Kata's row (the hlf-kata runtime), each decided on intervals over repetitions."
     from researchkit.claims import Claim, verdict, at_least, at_most, within, all_hold
@@ -376,13 +489,13 @@ def claims():
         return verdict(True, f"Kata I/O knee {_fmt_knee(k)}")
     pts = lambda *eps: [{'experiment': 'load', 'runtime': ['runc', 'runsc'], 'endpoint': list(eps)}]
     return [Claim('1', "runc beats runsc on both success rate and response time (both endpoints).",
-                  "runsc's knees at or below runc's; runsc slower by up to 20.15 s (I/O) and 3.71 s (CPU)", c1, needs=pts('cpu', 'io')),
+                  "runsc's knees at or below runc's; runsc slower by up to 20.15 s (I/O) and 3.71 s (CPU)", _named(c1), needs=pts('cpu', 'io')),
             Claim('2', "On the I/O endpoint runsc's knee comes at about half runc's rate (syscall interception).",
-                  "I/O knees: runc 63 req/s, runsc 31 req/s (band: 0.35–0.71)", c2, needs=pts('io')),
+                  "I/O knees: runc 63 req/s, runsc 31 req/s (band: 0.35–0.71)", _named(c2), needs=pts('io')),
             Claim('3', "On the CPU endpoint both knees coincide; the response-time gap is small.",
-                  "CPU knees 630 req/s for both; largest gap 3.71 s (vs 20.15 s on I/O) (band: within the paper's grid step ×1.26, ±1 % for the rates rounded to 3 digits)", c3, needs=pts('cpu', 'io')),
+                  "CPU knees 630 req/s for both; largest gap 3.71 s (vs 20.15 s on I/O) (band: within the paper's grid step ×1.26, ±1 % for the rates rounded to 3 digits)", _named(c3), needs=pts('cpu', 'io')),
             Claim('4', "Both runtimes collapse sharply past a workload-specific rate.",
-                  "success < 1 % above 1,000 req/s (CPU, runsc); knees differ per endpoint", c4, needs=pts('cpu', 'io')),
+                  "success < 1 % above 1,000 req/s (CPU, runsc); knees differ per endpoint", _named(c4), needs=pts('cpu', 'io')),
             Claim('K', "Kata Containers on the same sweep (beyond the paper; the runtime of hlf-kata).",
                   "not in this paper", ck)]
 
@@ -411,29 +524,35 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
     import altair as alt
     from researchkit.figures import save_chart, table_figure
     outdir = pathlib.Path(outdir); paths = []
+    cfg = server_configs(df)['default']
+    sub = f"{describe(cfg)} vs {describe(cfg, 'runc')}"   # every figure names the runsc configuration it shows
+    T = lambda text: alt.TitleParams(text, subtitle=sub)
     succ = _curves(df, 'success_rate')
     if succ.height:
         succ = succ.with_columns(*(pl.col(c) * 100 for c in ('median', 'q1', 'q3')))
         eps = [e for e in ENDPOINTS if e in succ['endpoint'].unique().to_list()]
         paths += save_chart(alt.hconcat(*[_panel(succ, e, 'median', 'success rate (%)', title=_EP[e]) for e in eps])
-                            .properties(title='Fig. 2 — success rate vs request rate (median, IQR; dashed: the paper\'s knees; rates past a collapse not loaded)'),
+                            .properties(title=T('Fig. 2 — success rate vs request rate (median, IQR; dashed: the paper\'s knees; rates past a collapse not loaded)')),
                             outdir, 'fig2_success_rate')
     lat = _curves(df, 'latency_mean_s')
     if lat.height:
         eps = [e for e in ENDPOINTS if e in lat['endpoint'].unique().to_list()]
         paths += save_chart(alt.hconcat(*[_panel(lat, e, 'median', 'mean response time (s, log)', log_y=True,
                                                  title=f"{_EP[e]} — paper's largest gap {PAPER_GAPS_S[e]} s") for e in eps])
-                            .properties(title='Fig. 3 — mean response time vs request rate (median, IQR)'),
+                            .properties(title=T('Fig. 3 — mean response time vs request rate (median, IQR)')),
                             outdir, 'fig3_response_time')
     p99 = _curves(df, 'latency_p99_s')
     if p99.height:   # the tail the mean hides (beyond the paper)
         eps = [e for e in ENDPOINTS if e in p99['endpoint'].unique().to_list()]
         paths += save_chart(alt.hconcat(*[_panel(p99, e, 'median', '99th-percentile response time (s, log)', log_y=True, title=_EP[e]) for e in eps])
-                            .properties(title='99th-percentile response time vs request rate (median, IQR; beyond the paper)'),
+                            .properties(title=T('99th-percentile response time vs request rate (median, IQR; beyond the paper)')),
                             outdir, 'latency_p99')
     t = cpu_table(df)
     if t.height:
-        paths += save_chart(table_figure(t, 'CPU seconds per request in the server container (beyond the paper)'), outdir, 'cpu_per_request')
+        paths += save_chart(table_figure(t, f'CPU ms per request in the server container, open loop (beyond the paper) — {sub}'), outdir, 'cpu_per_request')
+    x = closed_table(df)
+    if x.height:
+        paths += save_chart(table_figure(x, f'Closed-loop cross-check (wrk; beyond the paper) — {sub}'), outdir, 'closed_loop')
     return paths
 
 # %% ../../nbs/62_runtimes_web.ipynb #c030
@@ -478,12 +597,111 @@ def notes(df:pl.DataFrame) -> list[str]:
     k = knee_table(df)
     if k.height: out += ['### Knees, capacity and response-time gaps', '', *markdown_table(k.columns, k.rows()), '']
     c = cpu_table(df)
-    if c.height: out += ['### Container CPU per request (below the knee)', '', *markdown_table(c.columns, c.rows()), '']
+    if c.height: out += ['### Container CPU per request (open loop, points with ≥ 99 % success)', '', *markdown_table(c.columns, c.rows()), '']
+    cfg = server_configs(df)
+    out += ['### The server configuration', '',
+            f"- runsc: {describe(cfg['default'])}; runc: {describe(cfg['default'], 'runc')}. runsc's settings are its own defaults unless the "
+            "parameters say otherwise: what a containerd (runsc shim) user runs, with the app inside the image as a Kubernetes pod carries it.", '']
+    x = cross_check(df)
+    if x.height:
+        out += ['### Cross-check: open loop (vegeta) vs closed loop (wrk)', '',
+                "Capacity: the open loop's most answers per second over its rates vs the closed loop's requests/s at its busiest "
+                "connection count. CPU per request: the open loop's points with ≥ 99 % success (short bursts, often above capacity: "
+                "Apache forks workers for the backlog) vs the closed loop's steady state (cgroup CPU from the start until the "
+                "requests still in flight at the end are done, over the requests answered plus those in flight). Median "
+                "[min–max] over repetitions; 'disagrees' when the two ranges do not overlap.", '',
+                *markdown_table(x.columns, x.rows()), '']
+        bad = x.filter(pl.col('methods') != 'agree (ranges overlap)')
+        if bad.height:
+            which = ', '.join(f"{r['runtime']} {r['endpoint']} ({r['methods']})" for r in bad.iter_rows(named=True))
+            out += [f"- The methods disagree beyond their spread for {which}. "
+                    "Claims 1–4 compare open-loop knees, the paper's method (success within a fixed timeout), so they use the open loop; "
+                    "capacity and CPU per request without a backlog are the closed loop's numbers.", '']
+        ct = closed_table(df)
+        for ep in ENDPOINTS:
+            t = ct.filter(pl.col('endpoint') == ep) if ct.height else ct
+            if t.height: out += [f"Closed loop, {_EP[ep]}:", '', *markdown_table(t.columns, t.rows()), '']
+    v = variants_table(df)
+    if v.height:
+        out += ['### runsc configurations (closed loop, beyond the paper)', '',
+                *[f"- `{k}`: {describe(c)}" for k, c in cfg.items()], '', *markdown_table(v.columns, v.rows()), '']
     nm = df.filter(pl.col('metric') == NOT_MEASURABLE)
     if nm.height and 'runtime' in nm.columns:
         out += ['### Runtimes not measurable on this testbed', '']
         out += [f"- **{r['runtime']}**: {r['note']}" for r in nm.unique('runtime', keep='first').sort('runtime').iter_rows(named=True)]
     return out
+
+# %% ../../nbs/62_runtimes_web.ipynb #87440454
+def _per_rep(s:pl.DataFrame, by:list[str], how=pl.col('value').median()) -> pl.DataFrame:
+    "One value per `by` × repetition, then median, min, max and n over repetitions."
+    r = s.group_by(*by, 'repetition').agg(how.alias('v'))
+    return r.group_by(*by).agg(pl.col('v').median().alias('med'), pl.col('v').min().alias('lo'), pl.col('v').max().alias('hi'), pl.len().alias('n'))
+
+def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
+    "The closed-loop cross-check of one configuration: per endpoint × runtime × connections, requests/s, mean latency, server busy share and CPU ms per request (median [min–max] over repetitions)."
+    from researchkit.claims import select
+    s = select(df, 'throughput_rps', experiment='closed')
+    if s.is_empty() or 'config' not in s.columns: return pl.DataFrame()
+    by = ['endpoint', 'runtime', 'connections']
+    parts = {m: _per_rep(select(df, m, experiment='closed').filter(pl.col('config') == config), by) for m in
+             ('throughput_rps', 'latency_mean_s', 'server_busy', 'cpu_s_per_request')}
+    if parts['throughput_rps'].is_empty(): return pl.DataFrame()
+    fmt = lambda m, k=1.0, d=1: pl.format('{} [{}–{}]', *[(pl.col(c) * k).round(d) for c in ('med', 'lo', 'hi')]).alias(m)
+    t = parts['throughput_rps'].select(*by, fmt('req/s', 1, 2), pl.col('med').alias('_rps'), 'n')
+    for m, name, k, d in (('latency_mean_s', 'latency ms', 1000, 1), ('server_busy', 'server busy (cores)', 1, 2), ('cpu_s_per_request', 'CPU ms/request', 1000, 1)):
+        if parts[m].height: t = t.join(parts[m].select(*by, fmt(name, k, d)), on=by, how='left')
+        else: t = t.with_columns(pl.lit(None, pl.Utf8).alias(name))
+    order = {r: i for i, r in enumerate(RUNTIME_NAMES)}
+    return t.sort('endpoint', pl.col('runtime').replace_strict(order, default=99), 'connections').drop('_rps')
+
+def _overlap(a:tuple, b:tuple) -> bool: return a[0] <= b[1] and b[0] <= a[1]
+
+def cross_check(df:pl.DataFrame) -> pl.DataFrame:
+    "Open loop (vegeta: capacity = most answers/s, CPU per request at points ≥ 99 % success) against the closed loop (wrk at its busiest connection count: requests/s, CPU per request), per endpoint × runtime in the default configuration, each median [min–max] over repetitions, the runsc/runc ratios by each method, and whether the two methods' ranges overlap."
+    from researchkit.claims import select
+    if select(df, 'throughput_rps', experiment='closed').is_empty() or select(df, 'throughput_rps', experiment='load').is_empty(): return pl.DataFrame()
+    ok = select(df, 'success_rate', experiment='load').filter(pl.col('value') >= SUCCESS_KNEE).select('point_key', 'repetition', 'campaign')
+    o_cap = _per_rep(select(df, 'throughput_rps', experiment='load'), ['endpoint', 'runtime'], pl.col('value').max())
+    o_cpu = _per_rep(select(df, 'cpu_s_per_request', experiment='load').join(ok, on=['point_key', 'repetition', 'campaign']), ['endpoint', 'runtime'])
+    cl = lambda m: select(df, m, experiment='closed').filter(pl.col('config') == 'default')
+    busiest = _per_rep(cl('throughput_rps'), ['endpoint', 'runtime', 'connections']).sort('med', descending=True).unique(['endpoint', 'runtime'], keep='first')
+    c_cap = busiest.drop('connections')
+    c_cpu = _per_rep(cl('cpu_s_per_request').join(busiest.select('endpoint', 'runtime', 'connections'), on=['endpoint', 'runtime', 'connections']), ['endpoint', 'runtime'])
+    rows = []
+    get = lambda t, ep, rt: (lambda r: r.row(0, named=True) if r.height else None)(t.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt)))
+    cell = lambda r, k=1.0, d=1: '—' if r is None else f"{r['med'] * k:.{d}f} [{r['lo'] * k:.{d}f}–{r['hi'] * k:.{d}f}]"
+    ratio = lambda a, b: None if a is None or b is None or not b['med'] else round(a['med'] / b['med'], 2)
+    for ep in ENDPOINTS:
+        for rt in [r for r in RUNTIME_NAMES if get(o_cap, ep, r) or get(c_cap, ep, r)]:
+            oc, cc, ou, cu = get(o_cap, ep, rt), get(c_cap, ep, rt), get(o_cpu, ep, rt), get(c_cpu, ep, rt)
+            bus = get(busiest, ep, rt)
+            agree = []
+            for what, a, b in (('capacity', oc, cc), ('CPU/request', ou, cu)):
+                if a is not None and b is not None and not _overlap((a['lo'], a['hi']), (b['lo'], b['hi'])): agree.append(f"{what} disagrees")
+            rows.append({'endpoint': ep, 'runtime': rt, 'open-loop capacity (req/s)': cell(oc, 1, 2),
+                         'closed-loop capacity (req/s)': cell(cc, 1, 2) + (f" at c={bus['connections']}" if bus else ''),
+                         'open-loop CPU ms/request': cell(ou, 1000), 'closed-loop CPU ms/request': cell(cu, 1000),
+                         'capacity runsc/runc open | closed': f"{ratio(oc, get(o_cap, ep, 'runc'))} | {ratio(cc, get(c_cap, ep, 'runc'))}" if rt != 'runc' else '',
+                         'CPU runsc/runc open | closed': f"{ratio(ou, get(o_cpu, ep, 'runc'))} | {ratio(cu, get(c_cpu, ep, 'runc'))}" if rt != 'runc' else '',
+                         'methods': '; '.join(agree) or 'agree (ranges overlap)'})
+    return pl.DataFrame(rows)
+
+def variants_table(df:pl.DataFrame) -> pl.DataFrame:
+    "The runsc configurations measured in the closed loop (beyond the paper): per endpoint × configuration × runtime, requests/s and CPU ms per request at the variants' connection count, and the ratios to runc in the default configuration."
+    from researchkit.claims import select
+    s = select(df, 'throughput_rps', experiment='closed')
+    if s.is_empty() or 'config' not in s.columns or s.filter(pl.col('config') != 'default').is_empty(): return pl.DataFrame()
+    cs = sorted(set(s.filter(pl.col('config') != 'default')['connections'].to_list()))
+    by = ['endpoint', 'config', 'runtime', 'connections']
+    rps = _per_rep(s.filter(pl.col('connections').is_in(cs)), by)
+    cpu = _per_rep(select(df, 'cpu_s_per_request', experiment='closed').filter(pl.col('connections').is_in(cs)), by)
+    t = rps.select(*by, pl.col('med').alias('rps'), 'n').join(cpu.select(*by, (pl.col('med') * 1000).alias('cpu_ms')), on=by, how='left')
+    base = t.filter((pl.col('runtime') == 'runc') & (pl.col('config') == 'default')).select('endpoint', 'connections', pl.col('rps').alias('_r'), pl.col('cpu_ms').alias('_c'))
+    t = t.join(base, on=['endpoint', 'connections'], how='left')
+    return (t.with_columns((pl.col('rps') / pl.col('_r')).round(2).alias('req/s ÷ runc'), (pl.col('cpu_ms') / pl.col('_c')).round(2).alias('CPU ÷ runc'),
+                           pl.col('rps').round(2), pl.col('cpu_ms').round(1))
+             .drop('_r', '_c').sort('endpoint', pl.col('config') != 'default', 'config', 'runtime')
+             .select('endpoint', 'config', 'runtime', 'connections', pl.col('rps').alias('req/s'), pl.col('cpu_ms').alias('CPU ms/request'), 'n', 'req/s ÷ runc', 'CPU ÷ runc'))
 
 # %% ../../nbs/62_runtimes_web.ipynb #c035
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,

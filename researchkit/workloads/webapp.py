@@ -11,9 +11,9 @@ from ..core import ConfigError, ResearchkitError, cache_dir
 from ..testbed.nodes import Node, LocalNode
 
 # %% auto #0
-__all__ = ['MATRIX_N', 'IO_CYCLES', 'CPU_PHP', 'IO_PHP', 'DOCROOT', 'SITES_DIR', 'PORT', 'START_CMD', 'REMOTE_ROOT', 'ENDPOINTS',
-           'cpu_php', 'io_php', 'expected_cpu', 'input_text', 'site_conf', 'app_files', 'app_dir', 'web_container',
-           'endpoint_url', 'http_get', 'http_ready', 'get_json']
+__all__ = ['MATRIX_N', 'IO_CYCLES', 'CPU_PHP', 'IO_PHP', 'DOCROOT', 'SITES_DIR', 'PORT', 'START_CMD', 'REMOTE_ROOT', 'APP_LAYOUT',
+           'APP_PLACES', 'ENDPOINTS', 'cpu_php', 'io_php', 'expected_cpu', 'input_text', 'site_conf', 'app_files',
+           'app_dir', 'web_container', 'endpoint_url', 'http_get', 'http_ready', 'get_json']
 
 # %% ../../nbs/34_webapp.ipynb #c005
 MATRIX_N = 100    # the study: two 100 × 100 matrices per GET
@@ -137,12 +137,13 @@ def app_files(*, io_file_bytes:int=4096, access_log:bool=False, n:int=MATRIX_N, 
 
 # %% ../../nbs/34_webapp.ipynb #c011
 REMOTE_ROOT = '/var/lib/researchkit/webapp'
+APP_LAYOUT = 2   # bump when the directory's layout changes (2: `layer/` added)
 
 def app_dir(node:Node|None=None, **kw) -> str:
-    "Directory on `node` holding the app (`www/`, `sites/`) for these `app_files` options; written once, shared, read-only by use."
+    "Directory on `node` holding the app for these `app_files` options: `www/` and `sites/` (for bind mounts) and `layer/` (the same files as an image layer); written once, shared, read-only by use."
     node = node or LocalNode()
     files = app_files(**kw)
-    key = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:12]
+    key = hashlib.sha256(json.dumps({'files': files, 'layout': APP_LAYOUT}, sort_keys=True).encode()).hexdigest()[:12]
     root = str(cache_dir('webapp')) if node.kind == 'local' else REMOTE_ROOT
     d = f"{root}/{key}"
     if node.run(f"test -f {shlex.quote(d)}/.complete", check=False, timeout=20).ok: return d
@@ -151,6 +152,9 @@ def app_dir(node:Node|None=None, **kw) -> str:
     node.run(f"rm -rf {q(tmp)} && mkdir -p {q(tmp)}/www {q(tmp)}/sites", timeout=20)
     try:
         for rel, text in files.items(): node.write_text(f"{tmp}/{rel}", text)
+        lw, ls = f"{tmp}/layer{DOCROOT}", f"{tmp}/layer{SITES_DIR}"
+        node.run(f"mkdir -p {q(lw)} {q(ls)} && cp -a {q(tmp)}/www/. {q(lw)}/ && cp -a {q(tmp)}/sites/. {q(ls)}/ && "
+                 f"mknod {q(ls)}/000-default.conf c 0 0", timeout=20)   # a whiteout: the layer hides Debian's default site
         node.run(f"chmod -R a+rX {q(tmp)} && touch {q(tmp)}/.complete && "
                  f"{{ mv -T {q(tmp)} {q(d)} 2>/dev/null || test -f {q(d)}/.complete; }}", timeout=20)
     finally:
@@ -159,6 +163,8 @@ def app_dir(node:Node|None=None, **kw) -> str:
 
 # %% ../../nbs/34_webapp.ipynb #c014
 from ..runtimes.container import Container, Mount
+
+APP_PLACES = ('bind', 'image')
 
 def web_container(image,                 # the web image directory (`researchkit.runtimes.rootfs.rootfs_image()`)
                   *, name:str='web',     # container name (the id adds the run prefix)
@@ -169,8 +175,10 @@ def web_container(image,                 # the web image directory (`researchkit
                   node:Node|None=None,   # where the app directory is written (the node the runtime runs on)
                   io_file_bytes:int=4096, # size of the I/O endpoint's text file
                   access_log:bool=False, # one log line per request to the container's stdout
+                  app:str='bind',        # where the app lives: 'bind' (read-only bind mounts of the host's copy) or 'image' (a layer of the container's root filesystem, as a containerd user's image carries it)
                  ) -> Container:
     "Apache 2.4 + mod_php serving the study's CPU and I/O endpoints on port 80 of `netns`."
+    if app not in APP_PLACES: raise ConfigError('app', f"{app!r} is not one of {', '.join(APP_PLACES)}")
     if isinstance(io_file_bytes, bool) or not isinstance(io_file_bytes, int) or not 1 <= io_file_bytes <= 1 << 20:
         raise ConfigError('io_file_bytes', f"expected an integer 1..{1 << 20}, got {io_file_bytes!r}")
     if not isinstance(access_log, bool): raise ConfigError('access_log', f"expected True or False, got {access_log!r}")
@@ -178,7 +186,8 @@ def web_container(image,                 # the web image directory (`researchkit
                   netns=netns, cpus=cpus, cpuset=cpuset, memory_mb=memory_mb)
     c.validate()  # bad name, cpus, cpuset, ... fail here, before anything is written
     d = app_dir(node, io_file_bytes=io_file_bytes, access_log=access_log)
-    c.mounts = [Mount(f"{d}/www", DOCROOT, readonly=True), Mount(f"{d}/sites", SITES_DIR, readonly=True)]
+    if app == 'image': c.layers = [f"{d}/layer"]
+    else: c.mounts = [Mount(f"{d}/www", DOCROOT, readonly=True), Mount(f"{d}/sites", SITES_DIR, readonly=True)]
     return c
 
 ENDPOINTS = {'cpu': '/cpu.php', 'io': '/io.php'}
