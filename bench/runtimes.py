@@ -2,8 +2,9 @@
 
 1. Start-to-ready: the runtimes-web server container (Apache + PHP from the cached image, one CPU) from `start` until
    an HTTP GET from the client pod succeeds, then delete; every runtime interleaved per repetition.
-2. CPU seconds per request in the container's cgroup (runsc: sentry + gofer included), per endpoint, at a rate far
-   below every runtime's knee (open loop, vegeta), counted until the container is idle again.
+2. CPU seconds per request in the container's cgroup (runsc: sentry + gofer included), per endpoint, by the study's
+   closed-loop method (`runtimes_web.closed_fn`: wrk with one connection, steady state, counted until the request in
+   flight at the end is done, over the requests answered plus that one) — no backlog, whatever a runtime's capacity.
 
 Harness pinned to CPU 0 with vegeta; the server container on CPU 1. Run alone: benchmarks interfere on 2 cores.
 """
@@ -22,7 +23,7 @@ def main():
     from researchkit.runtimes.rootfs import rootfs_image
     from researchkit.runtimes.adapters import runtime_rows
     from researchkit.studies import runtimes_web as rw
-    from researchkit.workloads.vegeta import attack
+    from researchkit.core import validate
     from researchkit.testbed.nodes import LocalNode
     rows = runtime_rows(LocalNode())
     rts = [n for n, ok, _ in rows if ok and n != 'kata'] + [n for n, ok, _ in rows if ok and n == 'kata']
@@ -30,20 +31,21 @@ def main():
           f"{os.cpu_count()} CPUs; harness + vegeta on CPU 0, server on CPU 1\n")
     for n, ok, why in rows:
         if not ok: print(f"- {n}: not measurable here — {why}")
-    rates = {'cpu': 10, 'io': 2}
-    P = {'server_cpus': '1', 'client_cpus': '0', 'cpu_quota': None, 'memory_mb': None, 'drain_s': 15}
-    start, cpu = {r: [] for r in rts}, {(r, e): [] for r in rts for e in rates}
+    eps = ('cpu', 'io')
+    P = validate({'runtimes': ['runc'], 'endpoints': list(eps), 'duration': 1, 'repetitions': 1, 'drain_s': 15,
+                  'rates': {e: {'log10_from': 0, 'log10_to': 0} for e in eps},
+                  'closed_loop': {'seconds': {e: a.seconds for e in eps}, 'drain_s': 60}}, rw.SCHEMA)
+    start, cpu = {r: [] for r in rts}, {(r, e): [] for r in rts for e in eps}
     with Teardown() as td:
         topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
         servers = rw.Servers(td, P, topology=topo, image=rootfs_image())
+        closed = rw.closed_fn(P, servers)
         for rep in range(a.reps):
             for rt in (rts if rep % 2 == 0 else rts[::-1]):      # alternate the order: drift spreads over all
                 servers.start(rt); start[rt].append(servers.start_s[-1])
-                for ep, rate in rates.items():
-                    inst = servers.inst
-                    c0 = inst.cpu_seconds()
-                    m = attack(servers.client_pod.node, servers.url(ep), rate=rate, duration=a.seconds, cpus='0')
-                    if servers.drain() and m['ok']: cpu[(rt, ep)].append((inst.cpu_seconds() - c0) / m['ok'])
+                for ep in eps:
+                    m = closed(dict(runtime=rt, endpoint=ep, connections=1, seconds=a.seconds, config='default'), rep)
+                    if 'cpu_s_per_request' in m: cpu[(rt, ep)].append(m['cpu_s_per_request'][0])
                 servers.close()
     print(f"\n## 1. Start-to-ready of the web server container, median [min–max] over {a.reps} interleaved repetitions\n")
     print(f"{'runtime':<10} {'start-to-ready ms':>26} {'ratio to runc':>14}")
@@ -51,10 +53,10 @@ def main():
     for rt in rts:
         m, lo, hi = med_range(start[rt])
         print(f"{rt:<10} {m*1e3:10.0f} [{lo*1e3:6.0f}–{hi*1e3:6.0f}] {m/base if base else float('nan'):14.2f}")
-    print(f"\n## 2. Container CPU per request (cgroup cpuacct until idle), median [min–max], {a.seconds} s at "
-          f"{rates['cpu']} req/s (CPU endpoint) and {rates['io']} req/s (I/O endpoint)\n")
+    print(f"\n## 2. Container CPU per request (cgroup cpuacct, closed loop: wrk, 1 connection, {a.seconds} s, until the "
+          f"request in flight is done), median [min–max]\n")
     print(f"{'runtime':<10} {'endpoint':<9} {'CPU ms/request':>26} {'ratio to runc':>14}")
-    for ep in rates:
+    for ep in eps:
         b = statistics.median(cpu[('runc', ep)]) if cpu.get(('runc', ep)) else None
         for rt in rts:
             xs = cpu[(rt, ep)]
