@@ -165,8 +165,11 @@ def test_committed_notes_tables():
     runc_io = next(l for l in lines[i + 4:] if l.startswith('| io | runc |'))
     assert runc_io.endswith('| — | 63 |')   # no gap of runc to itself; the paper's knee as :g
     assert '### Container CPU per request (open loop, points with ≥ 99 % success)' in lines
-    assert '### The server configuration' in lines   # records from before it was recorded: as the code then ran them
-    assert any(l.startswith('- runsc: runsc (systrap, overlay2 root:self, directfs on, volumes shared; app bind-mounted)') for l in lines)
+    assert '### The server configuration' in lines   # as recorded in the campaign's provenance
+    assert any(l.startswith(f"- runsc: {rw.describe(rw.server_configs(df)['default'])}") for l in lines)
+    assert rw.server_configs(df)['default'] == {'app': 'image', 'runsc': rw.runsc_config()}   # the committed campaign: containerd's defaults
+    x = rw.cross_check(df)   # the committed campaign carries its closed-loop cross-check for both runtimes and endpoints
+    assert x.height == 4 and '### Cross-check: open loop (vegeta) vs closed loop (wrk)' in lines
 
 
 _SEQ_PY = r'''import http.client, sys

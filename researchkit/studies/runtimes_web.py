@@ -610,7 +610,10 @@ def notes(df:pl.DataFrame) -> list[str]:
                 "connection count. CPU per request: the open loop's points with ≥ 99 % success (short bursts, often above capacity: "
                 "Apache forks workers for the backlog) vs the closed loop's steady state (cgroup CPU from the start until the "
                 "requests still in flight at the end are done, over the requests answered plus those in flight). Median "
-                "[min–max] over repetitions; 'disagrees' when the two ranges do not overlap.", '',
+                "[min–max] over repetitions; 'disagrees' when the two ranges do not overlap. '—': no open-loop point that "
+                "held ≥ 99 % also went idle within `drain_s` (its CPU could not be attributed). vegeta reports a point with a "
+                "single request as answered at the rate it was sent, so where the slowest runtime's lowest rate sends one "
+                "request its 'most answers/s' is that rate, not a capacity.", '',
                 *markdown_table(x.columns, x.rows()), '']
         bad = x.filter(pl.col('methods') != 'agree (ranges overlap)')
         if bad.height:
@@ -682,8 +685,8 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
             rows.append({'endpoint': ep, 'runtime': rt, 'open loop: most answers/s': cell(oc, 1, 2),
                          'closed-loop capacity (req/s)': cell(cc, 1, 2) + (f" at c={bus['connections']}" if bus else ''),
                          'open-loop CPU ms/request': cell(ou, 1000), 'closed-loop CPU ms/request': cell(cu, 1000),
-                         'capacity runsc/runc open | closed': f"{ratio(oc, get(o_cap, ep, 'runc'))} | {ratio(cc, get(c_cap, ep, 'runc'))}" if rt != 'runc' else '',
-                         'CPU runsc/runc open | closed': f"{ratio(ou, get(o_cpu, ep, 'runc'))} | {ratio(cu, get(c_cpu, ep, 'runc'))}" if rt != 'runc' else '',
+                         'capacity runsc/runc open | closed': f"{ratio(oc, get(o_cap, ep, 'runc')) or '—'} | {ratio(cc, get(c_cap, ep, 'runc')) or '—'}" if rt != 'runc' else '',
+                         'CPU runsc/runc open | closed': f"{ratio(ou, get(o_cpu, ep, 'runc')) or '—'} | {ratio(cu, get(c_cpu, ep, 'runc')) or '—'}" if rt != 'runc' else '',
                          'methods': '; '.join(agree) or 'agree (ranges overlap)'})
     return pl.DataFrame(rows)
 
