@@ -115,3 +115,14 @@ def test_ctrl_c_loses_only_the_point_in_flight_and_a_rerun_resumes(tmp_path):
     pts = hk.plan(load_params('hlf-kata', 'smoke') | {'vcpu': {'sets': [], 'runtimes': ['secure']}}, 'runsc')['budget']
     got = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'throughput'))
     assert got.height == len(pts) and got['point_key'].n_unique() == len(pts)   # every point exactly once
+
+def test_a_calibration_that_committed_nothing_is_never_offered_as_zero_tx_s():
+    "A capacity of 0 tx/s (a calibration whose every load met a cold network) makes the dependent points not measurable, with the reason, instead of offering 0 tx/s."
+    from researchkit.core import NotMeasurable
+    b = hk.Bench.__new__(hk.Bench)   # only the capacity matters here: as `rate` reads it back from the records
+    b.capacity = 0.0
+    with pytest.raises(NotMeasurable) as e: b.rate({'rate': 0.7, 'rate_unit': 'secure_capacity'})
+    assert 'committed nothing' in str(e.value) and 'secure runtime' in str(e.value)
+    b.capacity = 40.0
+    assert b.rate({'rate': 0.7, 'rate_unit': 'secure_capacity'}) == pytest.approx(28.0) and b.rate({'rate': 5, 'rate_unit': 'tx/s'}) == 5
+    assert hk.CALIBRATION_LOADS >= 2   # a cold first load is loaded again before the calibration gives up

@@ -104,6 +104,7 @@ def test_interrupted_run_tears_down_its_containers(tmp_path):
     run_id = seen[0].split('-')[0]
     assert _run_state(run_id) == ([], [], [], [], []), _run_state(run_id)
     assert not {n for n in _netns() - before if n.startswith(run_id)}
+    assert not glob.glob(f'/tmp/rk-wrk-{run_id}-*') and not glob.glob(f'/tmp/{run_id}-vegeta-*')   # the load tools' scratch files too
     assert _records(tmp_path).height >= 1
 
 COMMITTED = ROOT/'results'

@@ -2,7 +2,7 @@
 server and by the client netns), pinning, errors when nobody listens or the server answers 404, inside a runc
 container in the client pod, and bad input refused before anything starts."""
 import shlex, pytest
-from researchkit.core import ConfigError
+from researchkit.core import ConfigError, current_run_id
 from researchkit.testbed.nodes import LocalNode, CommandFailed
 from researchkit.runtimes.cnode import ContainerNode
 from researchkit.workloads.iperf import serve
@@ -90,7 +90,7 @@ def test_nothing_left_behind():
         tag = srv.netns.rsplit('-', 1)[0]
         proc, port = serve(srv, lambda p: f"/usr/bin/python3 -c {shlex.quote(COUNTING_SERVER)} {ips[0]} {p}", teardown=td)
         wrk(cli, f"http://{ips[0]}:{port}/", threads=1, connections=1, seconds=1)
-    assert leftovers(tag) == [] and not LocalNode().run("ls /tmp/rk-wrk-* 2>/dev/null", check=False).stdout
+    assert leftovers(tag) == [] and not LocalNode().run(f"ls /tmp/rk-wrk-{current_run_id()}-* 2>/dev/null", check=False).stdout
 
 def test_tool_versions():
     assert tool_versions(LocalNode())['wrk'].startswith('wrk ')

@@ -15,11 +15,11 @@ from .contract import Study, ADAPTIVE, check_cpu_budgets
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_OF', 'STANDIN_NOTE', 'VCPU_MECHANISM', 'SCHEMA',
-           'SERIES_EVERY', 'CARRIED', 'TPS', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT',
-           'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'quotas', 'runtime_rows',
-           'block_tps', 'Bench', 'measure_fn', 'measure', 'per_rep', 'decide_mean', 'secure_runtime', 'secure_label',
-           'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios', 'optional_ratio',
-           'paper_ratios', 'fig4_table', 'figures', 'notes', 'preflight', 'tool_versions']
+           'SERIES_EVERY', 'CARRIED', 'CALIBRATION_LOADS', 'TPS', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS',
+           'FEW_TPS', 'FEW_LAT', 'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'quotas',
+           'runtime_rows', 'block_tps', 'Bench', 'measure_fn', 'measure', 'per_rep', 'decide_mean', 'secure_runtime',
+           'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios',
+           'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'notes', 'preflight', 'tool_versions']
 
 # %% ../../nbs/64_hlf_kata.ipynb #c005
 NAME = 'hlf-kata'
@@ -153,6 +153,7 @@ def quotas(P:dict, pt:dict) -> dict[str, float]:
 # %% ../../nbs/64_hlf_kata.ipynb #c010
 SERIES_EVERY = 1.0   # s: bins of the CPU-over-time records (one point per runtime)
 CARRIED = 0.97       # a calibration that commits at least this share of its offered rate only bounds the capacity from below
+CALIBRATION_LOADS = 3   # a calibration that commits nothing in its window (a cold chaincode) is loaded again, at most this often
 
 def runtime_rows(P:dict, node) -> list[tuple[str, str, bool, str]]:
     "(role, runtime, ok, version or the measured reason) for the native, secure and stand-in runtimes on `node` (`Runtime.available`, no container started)."
@@ -232,6 +233,9 @@ class Bench:
             c = select(df, 'capacity', experiment='calibration', **whose) if df.height and all(k in df.columns for k in whose) else pl.DataFrame()
             if c.is_empty(): raise NotMeasurable('offered rate', f"rates are fractions of the {'secure runtime' if secure else 'native'} capacity, but its calibration was not measured")
             self.capacity = float(c['value'].median())
+        if self.capacity <= 0:   # never offer 0 tx/s: say why instead
+            raise NotMeasurable('offered rate', f"rates are fractions of the {'secure runtime' if pt['rate_unit'] == 'secure_capacity' else 'native'} "
+                                                f"capacity, and its calibration committed nothing ({self.capacity:g} tx/s)")
         return pt['rate'] * self.capacity
 
     def load(self, pt:dict, rep:int, *, rate:float, series:bool=False, timeout:float|None=None) -> dict:
@@ -300,7 +304,15 @@ def measure_fn(experiment:str, P:dict, bench:Bench):
     "The `measure(point, repetition)` callable of an experiment ('calibration', 'budget' or 'vcpu')."
     def measure(pt:dict, rep:int) -> dict:
         if experiment == 'calibration':
-            m = bench.load({**pt, 'rate_unit': 'tx/s'}, rep, rate=pt['rate'], timeout=P['calibration']['tx_timeout_s'])
+            for attempt in range(CALIBRATION_LOADS):   # a load that commits nothing in its window met a cold network (chaincode still starting): load again
+                m = bench.load({**pt, 'rate_unit': 'tx/s'}, rep, rate=pt['rate'], timeout=P['calibration']['tx_timeout_s'])
+                if m['tps_window'][0] > 0: break
+                print(f"hlf-kata: the {pt['runtime']} calibration committed nothing inside its {pt['seconds']:g}-s window "
+                      f"(load {attempt + 1} of {CALIBRATION_LOADS}){'; loading again' if attempt + 1 < CALIBRATION_LOADS else ''}")
+            else:
+                raise NotMeasurable(f"{pt['runtime']} capacity", f"{CALIBRATION_LOADS} calibration loads at {pt['rate']:g} tx/s committed "
+                                    f"nothing inside their {pt['seconds']:g}-s windows")
+            m['calibration_loads'] = (float(attempt + 1), 'loads run for this calibration (earlier ones committed nothing in the window)')
             bench.capacity = None   # read back from the records (the median over repetitions)
             m['capacity'] = (m['tps_window'][0], f"tx/s committed inside the window by {pt['runtime']} at {pt['budget']:g} cores offered {pt['rate']:g} tx/s")
             carried = m['tps_window'][0] / pt['rate']

@@ -6,8 +6,8 @@ Docs: https://researchkit.github.io/researchkit/wrk.html.md"""
 
 # %% ../../nbs/36_wrk.ipynb #c003
 from __future__ import annotations
-import json, math, re, shlex
-from ..core import ConfigError, ResearchkitError
+import json, math, re, secrets, shlex
+from ..core import ConfigError, ResearchkitError, current_run_id
 from ..testbed.nodes import Node, Result, CommandFailed
 
 # %% auto #0
@@ -109,9 +109,11 @@ def wrk(client:Node,              # where wrk runs (a client pod namespace, a `C
             '-s', '"$f"'] + (['-H', 'Connection: close'] if close else []) + [url]
     cmd = ' '.join(a if a == '"$f"' else shlex.quote(str(a)) for a in argv)
     wrk_line = f"taskset -c {cpus} {cmd}" if cpus is not None else cmd
-    line = (f"unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY; f=$(mktemp /tmp/rk-wrk-XXXXXX) && cat > \"$f\" && "
-            f"{_OPENS} && {{ {wrk_line}; rc=$?; {_OPENS}; rm -f \"$f\"; exit $rc; }}")
-    r = client.run(line, input=DONE_LUA, timeout=seconds + timeout + margin, check=False)
+    f = f"/tmp/rk-wrk-{current_run_id()}-{secrets.token_hex(4)}.lua"   # named here, so it is removed however the run ends (Ctrl-C, timeout: the group is killed)
+    line = (f"unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY; f={f} && cat > \"$f\" && "
+            f"{_OPENS} && {{ {wrk_line}; rc=$?; {_OPENS}; exit $rc; }}")
+    try: r = client.run(line, input=DONE_LUA, timeout=seconds + timeout + margin, check=False)
+    finally: client.run(f"rm -f {f}", check=False, timeout=30)
     try:
         if r.rc != 0: raise ValueError(f"wrk exited {r.rc}")
         m = parse_wrk(r.stdout)
