@@ -197,14 +197,18 @@ def test_closed_loop_cpu_per_request_predicts_n_sequential_requests(runtime, end
         servers = rw.Servers(td, P, topology=topo, image=rootfs_image())
         closed = rw.closed_fn(P, servers)
         closed(dict(runtime=runtime, endpoint=endpoint, connections=1, seconds=3, config='default'), 0)   # warm-up
-        m = closed(dict(runtime=runtime, endpoint=endpoint, connections=1, seconds=6, config='default'), 0)
-        per, inst = m['cpu_s_per_request'][0], servers.inst
-        assert m['errors'][0] == 0 and m['requests'][0] >= 10 and 0.9 < m['server_busy'][0] < 1.1 and per > 0.005
-        assert servers.drain(within=30)
-        c0 = inst.cpu_seconds()
         path = servers.url(endpoint).split(servers.server_pod.ip, 1)[1]
-        r = servers.client_pod.node.run(f"python3 -c {shlex.quote(_SEQ_PY)} {servers.server_pod.ip} {path} {n}", timeout=300)
-        assert int(r.stdout.split()[-1]) == n
-        assert servers.drain(within=30)
-        spent = inst.cpu_seconds() - c0
-    assert abs(spent / (n * per) - 1) < 0.2, (spent, n, per)
+        pers, seqs = [], []
+        for _ in range(3):   # alternated, medians compared: a burst of noise on this shared VM hits one sample, not the comparison
+            m = closed(dict(runtime=runtime, endpoint=endpoint, connections=1, seconds=6, config='default'), 0)
+            inst = servers.inst
+            assert m['errors'][0] == 0 and m['requests'][0] >= 10 and 0.9 < m['server_busy'][0] < 1.1 and m['cpu_s_per_request'][0] > 0.005
+            pers.append(m['cpu_s_per_request'][0])
+            assert servers.drain(within=30)
+            c0 = inst.cpu_seconds()
+            r = servers.client_pod.node.run(f"python3 -c {shlex.quote(_SEQ_PY)} {servers.server_pod.ip} {path} {n}", timeout=300)
+            assert int(r.stdout.split()[-1]) == n
+            assert servers.drain(within=30)
+            seqs.append((inst.cpu_seconds() - c0) / n)
+    per, seq = sorted(pers)[1], sorted(seqs)[1]
+    assert abs(seq / per - 1) < 0.2, (pers, seqs)
