@@ -5,7 +5,7 @@ import glob, json, os, subprocess, tempfile, time, pytest
 # tests keep their ledgers apart from real runs
 os.environ.setdefault('RESEARCHKIT_STATE', tempfile.mkdtemp(prefix='rk-test-state-'))
 
-LEAKY = ('iperf3', 'sockperf', 'sshd', 'mpirun', 'orted', 'alltoall', 'vegeta', 'apache2', 'runsc', 'runc', 'crun')
+LEAKY = ('iperf3', 'sockperf', 'sshd', 'mpirun', 'orted', 'alltoall', 'vegeta', 'apache2', 'runsc', 'runc', 'crun', 'dockerd', 'containerd')
 
 def _namespaces():
     out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout

@@ -1,0 +1,141 @@
+"""The shared-reproduction image: the repository's Dockerfile built by a real Docker engine started here (no registry:
+local base images), JupyterLab answering inside it, `researchkit doctor` and the cni-net smoke study run inside it, the
+records read back, and the host left exactly as it was (links, iptables, ip_forward, mounts, cgroups, paths, processes).
+
+The first build on a machine took 96 s here (Debian packages and the Python environment downloaded inside the image;
+the pinned Go tools come from this host's builds); later ones reuse the engine's layer cache (~/.cache/researchkit/docker)
+up to the `COPY` of the checkout (8 s)."""
+import json, subprocess, time, pytest
+from researchkit.core import project_root
+from researchkit.results.store import ResultStore
+from researchkit.runtimes.docker_engine import (DockerEngine, engine_unavailable, install_engine, base_images, tools_image,
+                                                build_image, host_state, state_diff)
+
+pytestmark = pytest.mark.timeout(3600)
+TAG = 'researchkit:test'
+
+@pytest.fixture(scope='module')
+def engine():
+    install_engine()              # docker.io from Debian, no service started (the project installs what its tests need)
+    why = engine_unavailable()
+    if why: pytest.skip(f"no Docker engine on this machine: {why}")
+    eng = DockerEngine().start()
+    yield eng
+    eng.stop()                    # idempotent: test_host_left_as_found stopped it already
+
+_BASE = {}
+def _base_tag() -> str: return _BASE['BASE_IMAGE']
+
+@pytest.fixture(scope='module')
+def image(engine):
+    args = base_images(engine)
+    _BASE.update(args)
+    args['TOOLS_IMAGE'] = tools_image(engine, args['BASE_IMAGE'])
+    info = build_image(engine, TAG, build_args=args, context=project_root())
+    print(f"image {TAG}: built in {info['seconds']} s ({info['cached_steps']}/{info['steps']} steps cached), "
+          f"{info['size_bytes'] / 2**30:.2f} GiB")
+    return info
+
+@pytest.fixture(scope='module')
+def container(engine, image):
+    name = f"{engine.run_id}-image"
+    # --privileged: namespaces, tc and BPF inside; --network none: a namespace of its own with loopback only
+    engine.docker('run', '-d', '--privileged', '--network', 'none', '--name', name, TAG, timeout=120)
+    yield name
+    engine.docker('rm', '-f', name, check=False, timeout=120)
+
+def in_container(engine, name, *cmd, timeout=600, check=True):
+    return engine.docker('exec', name, *cmd, timeout=timeout, check=check)
+
+def test_image_is_the_checkout(engine, image):
+    "The image holds this checkout's files, researchkit installed from them, and JupyterLab as its command."
+    assert image['size_bytes'] > 0 and image['steps'] > 0
+    cfg = json.loads(engine.docker('image', 'inspect', TAG).stdout)[0]['Config']
+    assert cfg['Cmd'][:2] == ['jupyter', 'lab'] and cfg['User'] == 'jovyan' and cfg['WorkingDir'] == '/home/jovyan'
+    r = engine.docker('run', '--rm', '--network', 'none', TAG, 'sh', '-c',
+                      'sha256sum pyproject.toml Dockerfile && .venv/bin/python -c "import researchkit; print(researchkit.__file__)"')
+    here = subprocess.run(['sha256sum', 'pyproject.toml', 'Dockerfile'], cwd=project_root(), capture_output=True, text=True).stdout
+    assert r.stdout.startswith(here) and '/home/jovyan/researchkit/__init__.py' in r.stdout
+
+LAB_PROBE = """import json, subprocess, urllib.request
+srv = json.loads(subprocess.run(['.venv/bin/jupyter', 'server', 'list', '--json'], capture_output=True, text=True).stdout.splitlines()[0])
+api = json.load(urllib.request.urlopen('http://127.0.0.1:8888/api', timeout=5))
+page = urllib.request.urlopen(f"http://127.0.0.1:8888/lab?token={srv['token']}", timeout=10).read().decode()
+print(json.dumps({'server': api['version'], 'lab_page': 'JupyterLab' in page}))
+"""
+
+def test_jupyterlab_answers(engine, container):
+    "JupyterLab, the image's command, answers HTTP inside the container: the server's API and the /lab page."
+    deadline, r = time.monotonic() + 120, None
+    while time.monotonic() < deadline:
+        r = engine.docker('exec', '-i', container, '.venv/bin/python', '-', input=LAB_PROBE, timeout=60, check=False)
+        if r.ok: break
+        time.sleep(1)
+    assert r is not None and r.ok, (r.stderr if r else '') + engine.docker('logs', container, check=False).stderr[-1500:]
+    got = json.loads(r.stdout)
+    assert got['lab_page'] and got['server'].split('.')[0].isdigit()
+
+def test_doctor_inside(engine, container):
+    "`researchkit doctor` runs inside the image as its user (root work through sudo) and finds runc and the network tools."
+    r = in_container(engine, container, '.venv/bin/researchkit', 'doctor', timeout=600, check=False)
+    assert r.rc == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert 'runc' in r.stdout and 'iperf3' in r.stdout
+
+def test_smoke_study_inside(engine, container, tmp_path):
+    "The cni-net smoke study runs end to end inside the container; its records, read back here, are the container's."
+    r = in_container(engine, container, '.venv/bin/researchkit', 'run', 'cni-net', '--profile', 'smoke', '--no-progress',
+                     '--results', '/tmp/rk-smoke/results', '--figures', '/tmp/rk-smoke/figures', timeout=900, check=False)
+    assert r.rc == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    engine.docker('cp', f"{container}:/tmp/rk-smoke/results", str(tmp_path/'results'), timeout=120)
+    df = ResultStore(tmp_path/'results').load('cni-net', expand=False)
+    assert df.height > 0 and set(df['study']) == {'cni-net'} and set(df['profile']) == {'smoke'}
+    hostname = in_container(engine, container, 'hostname', timeout=30).stdout.strip()
+    assert set(df['hostname']) == {hostname}
+    tput = df.filter(df['metric'] == 'throughput_mbit')['value']
+    assert tput.len() > 0 and (tput > 0).all()     # real packets through the container's own kernel devices
+    figs = in_container(engine, container, 'sh', '-c', 'ls /tmp/rk-smoke/figures/cni-net', timeout=30).stdout.split()
+    assert any(f.endswith('.png') for f in figs)
+
+def test_binder_without_privileges(engine, image):
+    "What a Binder user gets (no --privileged): the claims, the report and a study notebook on the committed records."
+    r = engine.docker('run', '--rm', '--network', 'none', TAG, 'sh', '-c',
+                      'researchkit claims cni-net --json > /tmp/claims.json && researchkit report --figures /tmp/fig >/dev/null '
+                      '&& papermill --no-progress-bar --log-level ERROR nbs/studies/cni-net.ipynb /tmp/cni-net.ipynb && cat /tmp/claims.json && ls /tmp/fig',
+                      timeout=900, check=False)
+    assert r.rc == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    claims = json.loads(r.stdout[:r.stdout.rindex(']') + 1])
+    assert claims and {c['verdict'] for c in claims} <= {'reproduced', 'refuted', 'inconclusive', 'not measurable'}
+    assert 'REPORT.md' in r.stdout
+
+def test_host_left_as_found(engine, container):
+    "Removing the container and stopping the engine leave no link, rule, mount, cgroup, path or process behind."
+    engine.docker('rm', '-f', container, timeout=120)
+    engine.stop()
+    assert engine.left == {}, engine.left
+
+KILLED_OWNER = """import sys, time
+from researchkit.runtimes.docker_engine import DockerEngine
+e = DockerEngine().start()
+e.docker('run', '-d', '--network', 'none', '--name', e.run_id + '-sleeper', sys.argv[1], 'sleep', '600')
+print('running', flush=True)
+time.sleep(600)
+"""
+
+def test_engine_of_a_killed_run_is_cleaned_up(engine):
+    "A run SIGKILLed with its engine and a container running: `reap` (researchkit cleanup) leaves the host as before."
+    import os, signal, sys
+    from researchkit.teardown import reap
+    assert engine.left == {}                   # the module's engine is stopped (its data-root lock released)
+    before = host_state()
+    env = {k: v for k, v in os.environ.items() if k != 'RESEARCHKIT_RUN_ID'}   # a run of its own, as a separate `researchkit run`
+    p = subprocess.Popen([sys.executable, '-c', KILLED_OWNER, _base_tag()], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == 'running', p.stderr.read()[-2000:]
+        assert any(x.startswith('dockerd[') for x in host_state()['processes'])
+    finally:
+        os.kill(p.pid, signal.SIGKILL); p.wait()
+    undone = reap()
+    assert any('docker engine' in u for u in undone), undone
+    deadline, left = time.monotonic() + 10, None
+    while time.monotonic() < deadline and (left := state_diff(before, host_state())): time.sleep(0.25)
+    assert not left, left
