@@ -97,8 +97,10 @@ def test_runsc_sentry_gofer_app():
     assert set(cl['class']) == {'sentry', 'gofer', 'app'}, cl
     last = {r['class']: r for r in cl.filter(pl.col('t') == cl['t'].max()).iter_rows(named=True)}
     assert last['sentry']['procs'] == 1 and last['gofer']['procs'] == 1 and last['app']['procs'] >= 1, last
-    app = cl.filter(pl.col('class') == 'app')['cpu_cores'].drop_nulls()
-    assert len(app) >= 3 and app.is_between(0.15, 0.3).all(), app.to_list()   # the spinning code runs in the systrap stubs
+    app = cl.filter(pl.col('class') == 'app').sort('t')['cpu_cores'].drop_nulls()
+    # the spinning code runs in the systrap stubs, at the 0.25-core quota once it spins: the first sample's interval holds the
+    # app's start (CI read 0.149968 there, then 0.22-0.25), so the steady state is every sample after it
+    assert len(app) >= 4 and app[1:].is_between(0.15, 0.3).all() and app[0] <= 0.3, app.to_list()
     # the classes account for the container's cgroup CPU over the same window (processes do not exit here)
     tot = cl.group_by('t').agg(pl.col('cpu_s').sum()).sort('t')
     span = tot['t'][-1] - tot['t'][0]
