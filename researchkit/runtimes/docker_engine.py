@@ -6,16 +6,16 @@ Docs: https://researchkit.github.io/researchkit/docker_engine.html.md"""
 
 # %% ../../nbs/18b_docker_engine.ipynb #c003
 from __future__ import annotations
-import contextlib, fcntl, hashlib, json, os, pathlib, re, shlex, shutil, subprocess, tarfile, threading, time
+import fcntl, hashlib, json, os, pathlib, re, shlex, shutil, subprocess, tarfile, threading, time
 from ..core import ConfigError, NotMeasurable, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode, Result, CommandFailed
-from .rootfs import rootfs_image, rootfs_key
+from .rootfs import rootfs_image
 
 # %% auto #0
-__all__ = ['ENGINE_PACKAGES', 'ENGINE_PATHS', 'ENGINE_COMMS', 'HOST_CA_DIR', 'CA_ENV', 'TOOLS_DIR_IN_IMAGE', 'docker_cache',
-           'engine_cli', 'engine_unavailable', 'install_engine', 'host_state', 'state_diff', 'DockerEngine',
-           'import_tree', 'base_images', 'tools_image', 'build_image']
+__all__ = ['ENGINE_PACKAGES', 'ENGINE_PATHS', 'ENGINE_COMMS', 'HOST_CA_DIR', 'BASE_PACKAGES', 'CA_ENV', 'TOOLS_DIR_IN_IMAGE',
+           'docker_cache', 'engine_cli', 'engine_unavailable', 'install_engine', 'host_state', 'state_diff',
+           'DockerEngine', 'import_tree', 'base_images', 'tools_image', 'build_image']
 
 # %% ../../nbs/18b_docker_engine.ipynb #c005
 ENGINE_PACKAGES = ('docker.io',)   # Debian 12: Docker 20.10 (pulls containerd, runc, iptables, tini)
@@ -156,6 +156,10 @@ class DockerEngine:
         except BlockingIOError:
             self._lock.close(); self._lock = None
             raise NotMeasurable('docker', f"another engine uses the data root {self.data_root}") from None
+        try: return self._start()
+        except BaseException: self.stop(); raise   # a failed start (or Ctrl-C while waiting) leaves nothing running
+
+    def _start(self) -> 'DockerEngine':
         self.before = host_state()
         if self._td is None: self._td = Teardown()
         self._td.add(f"docker engine {self.sock}", self._teardown, undo=self.undo)
@@ -175,7 +179,6 @@ class DockerEngine:
             if r.ok: self.version = r.stdout.strip(); return self
             if not self.proc.alive() or time.monotonic() > deadline:
                 log = self.proc.output()[-1500:]
-                self.stop()
                 raise NotMeasurable('docker', f"dockerd did not answer on {self.sock} within {self.start_timeout:.0f} s: {log.strip()}")
             time.sleep(0.5)
 
@@ -256,6 +259,7 @@ def import_tree(engine:DockerEngine,   # a started engine
 
 # %% ../../nbs/18b_docker_engine.ipynb #c016
 HOST_CA_DIR = pathlib.Path('/usr/local/share/ca-certificates')   # a host's own CA certificates (a proxy's, a campus CA)
+BASE_PACKAGES = ('ca-certificates',)   # the local base image: Debian bookworm minbase plus these (python3 etc. come from the Dockerfile)
 CA_ENV = ('PIP_CERT=/etc/ssl/certs/ca-certificates.crt', 'SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt',
           'REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt')  # pip and requests use certifi unless told
 
@@ -270,7 +274,7 @@ def _go_root() -> pathlib.Path:
 def base_images(engine:DockerEngine, # a started engine
                ) -> dict:
     "Build args naming local stand-ins for the Dockerfile's public base images: `BASE_IMAGE` (Debian bookworm minbase + this host's CA certificates) and `GO_IMAGE` (this host's Go)."
-    rootfs = rootfs_image(('ca-certificates',))   # debootstrap once per machine (cached like the web image)
+    rootfs = rootfs_image(BASE_PACKAGES)   # debootstrap once per machine (cached like the web image)
     extra = sorted(HOST_CA_DIR.glob('*.crt')) if HOST_CA_DIR.is_dir() else []
     ca_key = hashlib.sha256(b''.join(p.read_bytes() for p in extra)).hexdigest()[:8] if extra else 'none'
     base = f"researchkit-local/bookworm:{rootfs.name}-ca{ca_key}"
@@ -290,7 +294,6 @@ def base_images(engine:DockerEngine, # a started engine
 TOOLS_DIR_IN_IMAGE = '/opt/researchkit-tools'   # the Dockerfile copies this directory of its TOOLS_IMAGE into the tool cache
 
 def tools_image(engine:DockerEngine, # a started engine
-                base:str,            # the local base image's tag (`base_images()['BASE_IMAGE']`)
                ) -> str:
     "A local image carrying this machine's builds of the pinned Go tools (tools/go-tools.txt) under `TOOLS_DIR_IN_IMAGE`, so an image build reuses them instead of compiling them again."
     from researchkit.testbed.tools import go_tools, tool_path, fabric_config_dir
@@ -303,8 +306,8 @@ def tools_image(engine:DockerEngine, # a started engine
     key = hashlib.sha256(json.dumps(sorted(dirs)).encode()).hexdigest()[:12]
     tag = f"researchkit-local/tools:{key}"
     if not _image_exists(engine, tag):
-        rootfs = engine.docker('image', 'inspect', '-f', '{{.Id}}', base, timeout=60)   # must exist: base_images() first
-        trees = {'/': rootfs_image(('ca-certificates',))}
+        # on the base rootfs: the Dockerfile's `tools` stage runs a shell in it
+        trees = {'/': rootfs_image(BASE_PACKAGES)}
         trees.update({f"{TOOLS_DIR_IN_IMAGE}/{k}": v for k, v in sorted(dirs.items())})
         import_tree(engine, tag, trees)
     return tag
