@@ -347,7 +347,9 @@ def test_real_network_caliper_cross_check(caliper_installed):
     assert c['failed'] == 0 and c['ok'] >= 140 and abs(c['send_rate'] - 50) <= 2.5 and not c.flags['send_rate_short']
     assert 0 < c['latency_mean_s'] < 5 and o['failed'] == 0 and not o.flags['send_rate_short']
     # every committed tx of the measured round has a latency line; the percentiles are ordered and near Caliper's own mean
-    assert c.summary['latencies'] == c['ok'] and 0 < c['latency_p50_s'] <= c['latency_p95_s'] <= c['latency_p99_s'] <= c['latency_max_s'] + 1e-3
+    # (the max comes from the same list as the percentiles; Caliper's own table rounds its max to 0.01 s, CI once read p50 0.2225 > 0.22)
+    assert c.summary['latencies'] == c['ok'] and 0 < c['latency_p50_s'] <= c['latency_p95_s'] <= c['latency_p99_s'] <= c['latency_max_s']
+    assert abs(c['latency_max_caliper_s'] - c['latency_max_s']) <= 0.005 + 1e-9, (c['latency_max_caliper_s'], c['latency_max_s'])
     assert abs(c['latency_mean_wl_s'] - c['latency_mean_s']) < 0.05, (c['latency_mean_wl_s'], c['latency_mean_s'])
     assert set(l.summary['rounds']) == {'measure'} and l.summary['rounds']['measure']['succ'] == 1 and l['gen_cgroup_cpu_s'] > 0
     assert c['gen_cgroup_cpu_s'] > 0 and o['gen_cgroup_cpu_s'] > 0
