@@ -134,6 +134,8 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser('cleanup', help='tear down what crashed runs left behind (namespaces, links, processes, containers, cgroups); list BPF programs still held')
     c.add_argument('--testbed', default=None, help='also reach the nodes of this SSH testbed')
     sub.add_parser('studies', help='list the studies and their profiles')
+    kc = sub.add_parser('kube-cluster', help='start a single-node Kubernetes cluster here (built from the pins), write its testbed inventory, keep it until Ctrl-C')
+    kc.add_argument('--inventory', default=None, help='where to write the inventory (default: in the cluster\'s run directory, removed with it)')
     return ap
 
 def claims_text(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None, as_json:bool=False) -> str:
@@ -184,6 +186,18 @@ def main(argv:list[str]|None=None) -> int:
             for p in stray_programs():
                 holders = ', '.join(f"{h.get('comm')} (pid {h.get('pid')})" for h in p['pids']) or 'no process (pinned?)'
                 print(f"BPF program {p['name']} (id {p['id']}, {p['type']}) still loaded, held by {holders}")
+            return 0
+        if args.cmd == 'kube-cluster':
+            from researchkit.runtimes.kube_cluster import KubeCluster, install_cluster_packages, build_kube_tools
+            from researchkit.teardown import signals_unwind
+            install_cluster_packages(); build_kube_tools()
+            with signals_unwind(), KubeCluster() as c:
+                print(f"Kubernetes {c.version()['kubernetes']} up: kubeconfig {c.kubeconfig}\ntestbed inventory {c.write_inventory(args.inventory)}\n"
+                      f"(researchkit run STUDY --testbed <that file>; Ctrl-C stops the cluster and restores the host)", flush=True)
+                try:
+                    while True: time.sleep(3600)
+                except KeyboardInterrupt: pass
+            print(f"cluster stopped; host as found: {not c.left}" + (f" (left: {c.left})" if c.left else ''))
             return 0
         if args.cmd == 'studies':
             from researchkit.studies.catalog import study_names, get_study, params_path

@@ -58,7 +58,12 @@ def doctor(testbed=None,          # a `Testbed`, an inventory name/path, or None
     "Probe every node of a testbed and try every container runtime there: {node name: Capabilities}."
     own = not isinstance(testbed, Testbed)
     tb = Testbed(testbed) if own else testbed
-    try: return {name: node_capabilities(n, refresh=refresh) for name, n in tb.nodes.items()}
+    try:
+        out = {name: node_capabilities(n, refresh=refresh) for name, n in tb.nodes.items()}
+        if tb.kube is not None:   # a cluster: its version, nodes, RuntimeClasses tried with a tiny pod, CNI, Multus
+            from researchkit.testbed.kube import kube_rows
+            out['kubernetes'] = Capabilities('kubernetes', [Cap(a, item, ok, why) for a, item, ok, why in kube_rows(tb.kube)])
+        return out
     finally:
         if own: tb.close()
 
@@ -72,6 +77,7 @@ def format_doctor(caps:dict[str, Capabilities],      # what `doctor` returned
     for node, c in caps.items():
         out += ['', str(c), f"  {sum(r.available for r in c.rows)}/{len(c.rows)} available on {node}"]
     for node, c in caps.items():  # what each container data path would really be on this node
+        if c.rows and all(r.area == 'kubernetes' for r in c.rows): continue   # a cluster: its CNI row says what pods get
         out += ['', f"data paths on {node} (paper name: what is built here)"]
         out += [f"  {d.name:<14} {d.paper_name + ':':<15} {d.variant(c, hosts.get(node))}" for d in DATAPATHS.values()]
     return '\n'.join(out)

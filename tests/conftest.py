@@ -5,7 +5,8 @@ import glob, json, os, subprocess, tempfile, time, pytest
 # tests keep their ledgers apart from real runs
 os.environ.setdefault('RESEARCHKIT_STATE', tempfile.mkdtemp(prefix='rk-test-state-'))
 
-LEAKY = ('iperf3', 'sockperf', 'sshd', 'mpirun', 'orted', 'alltoall', 'vegeta', 'apache2', 'runsc', 'runc', 'crun', 'dockerd', 'containerd')
+LEAKY = ('iperf3', 'sockperf', 'sshd', 'mpirun', 'orted', 'alltoall', 'vegeta', 'apache2', 'runsc', 'runc', 'crun', 'dockerd', 'containerd',
+         'etcd', 'kube-', 'kubelet', 'catatonit')
 
 def _namespaces():
     out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout

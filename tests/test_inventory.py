@@ -52,8 +52,8 @@ BAD = [  # (inventory, the field the error must name, a word of the message)
     (variant(('nodes', 1, 'jump'), 'nowhere'), 'nodes[1].jump', "no node named 'nowhere'"),
     (variant(('nodes', 0, 'jump'), 'vm1'), 'nodes[0].jump', 'jump cycle'),
     (variant(('nodes', 1, 'jump'), 'h1'), 'nodes[1].jump', 'jump cycle'),
-    (variant(('nodes',), []), 'nodes', 'must not be empty'),
-    (variant(('nodes',), None, delete=True), 'nodes', 'required'),
+    (variant(('nodes',), []), 'nodes', 'no node: list at least one machine, or give a `kubernetes:` section'),
+    (variant(('nodes',), None, delete=True), 'nodes', 'no node'),
     (variant(('nodes',), {'name': 'x'}), 'nodes', 'expected list'),
     (variant(('nodes', 0), 'bastion'), 'nodes[0]', 'expected mapping'),
     (variant(('name',), None, delete=True), 'name', 'required'),
@@ -71,6 +71,15 @@ BAD = [  # (inventory, the field the error must name, a word of the message)
     ({'name': 't', 'local': {'hosts': 0}, 'nodes': [{'name': 'l', 'kind': 'local'}]}, 'local.hosts', 'below the minimum'),
     ({'name': 't', 'local': {'hosts': 2, 'wire_rate': 1}, 'nodes': [{'name': 'l', 'kind': 'local'}]}, 'local.wire_rate', 'unknown field'),
     ({'name': 't', 'local': {'wire_rate_mbit': 'fast'}, 'nodes': [{'name': 'l', 'kind': 'local'}]}, 'local.wire_rate_mbit', 'expected number'),
+    # a Kubernetes cluster as the testbed (researchkit.testbed.kube): checked here as far as the file goes, the cluster itself by `Testbed`
+    ({'name': 'k', 'kubernetes': {'kubeconfig': '/nonexistent/kubeconfig'}}, 'kubernetes.kubeconfig', 'no such file'),
+    ({'name': 'k', 'kubernetes': {}}, 'kubernetes.kubeconfig', 'required'),
+    ({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname', 'runtime_classes': {'podman': None}}}, 'kubernetes.runtime_classes', "unknown runtime 'podman'"),
+    ({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname', 'runtime_classes': {'runsc': 'G Visor'}}}, 'kubernetes.runtime_classes', 'not a RuntimeClass name'),
+    ({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname', 'namespace': 'My_NS'}}, 'kubernetes.namespace', 'not a namespace name'),
+    ({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname', 'node_selector': {'zone': 3}}}, 'kubernetes.node_selector', 'label values are strings'),
+    ({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname', 'cluster': 'x'}}, 'kubernetes.cluster', 'unknown field'),
+    ({'name': 'k', 'local': {'hosts': 2}, 'kubernetes': {'kubeconfig': '/etc/hostname'}}, 'local', 'a Kubernetes cluster'),
 ]
 
 

@@ -47,6 +47,13 @@ def test_the_project_pins():
     assert pins['fabric-ca-server'].cgo and pins['fabric-ca-server'].version == 'v1.5.13' and not pins['fabric-ca-client'].cgo
     for n in ('rk-load', 'rk-kv'):
         assert pins[n].local and pins[n].source == ROOT/'tools'/'go'/n and pins[n].key == f"local-{source_hash(pins[n].source)}"
+    # the Kubernetes test cluster's binaries: one local module, stamped v1.31.4, built only when named
+    for n in ('kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubelet'):
+        t = pins[n]
+        assert t.local and t.source == ROOT/'tools'/'go'/'kube' and t.package == f'k8s.io/kubernetes/cmd/{n}'
+        assert t.option('kube-version') == 'v1.31.4' and t.on_demand
+    assert pins['containerd-shim-runsc-v1'].version == pins['runsc'].version and pins['containerd-shim-runsc-v1'].on_demand
+    assert not any(pins[n].on_demand for n in ('runsc', 'vegeta', *FABRIC_TOOLS))
 
 
 def test_four_and_five_fields(tmp_path):
@@ -69,7 +76,8 @@ def test_four_and_five_fields(tmp_path):
     ('a b c d cgo,', "unknown option ''"), ('a b c d cgo,,fabric-ldflags=x', "unknown option ''"), ('a b c d fabric-ldflags', 'the form is fabric-ldflags=LABEL'),
     ('a b c d fabric-ldflags=', 'the form is fabric-ldflags=LABEL'), ('a b c d cgo=1', 'the form is cgo'),
     ('a b c d cgo,cgo', 'given twice'), ('x ./tools/go/x local .', 'needs go.mod and go.sum'),
-    ('x tools/go/x local .', "'./…'"), ('v example.com/v v1 .', 'pinned twice')])
+    ('x tools/go/x local .', "'./…'"), ('v example.com/v v1 .', 'pinned twice'),
+    ('a b c d kube-version=1.31.4', 'the form is kube-version=vX.Y.Z'), ('a b c d on-demand=yes', 'the form is on-demand')])
 def test_bad_lines_name_the_line(checkout, bad, msg):
     "Python and the install script both refuse the line, naming it, before anything is built."
     spec = checkout/'tools'/'go-tools.txt'
@@ -79,6 +87,18 @@ def test_bad_lines_name_the_line(checkout, bad, msg):
     r = install(checkout, checkout/'cache')
     assert r.returncode == 1 and 'tools/go-tools.txt:3:' in r.stderr, r.stderr
     assert not (checkout/'cache').exists()    # nothing started
+
+
+def test_on_demand_tools_are_built_only_when_named(checkout):
+    "`make setup` (no NAME) skips an on-demand line; naming it builds it."
+    hello(checkout)
+    (checkout/'tools'/'go-tools.txt').write_text("hello ./tools/go/hello local . on-demand\n")
+    t = go_tools(checkout/'tools'/'go-tools.txt')['hello']
+    assert t.on_demand and t.option('kube-version') is None
+    r = install(checkout, checkout/'cache')
+    assert r.returncode == 0 and 'building' not in r.stdout and not (checkout/'cache'/t.subdir).exists(), r.stdout + r.stderr
+    r = install(checkout, checkout/'cache', 'hello')
+    assert r.returncode == 0 and subprocess.run([checkout/'cache'/t.subdir/'hello'], capture_output=True, text=True).stdout == 'hi\n'
 
 
 def test_local_cache_key_follows_the_source(checkout):

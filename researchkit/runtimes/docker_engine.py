@@ -14,8 +14,8 @@ from .rootfs import rootfs_image
 
 # %% auto #0
 __all__ = ['ENGINE_PACKAGES', 'ENGINE_PATHS', 'ENGINE_COMMS', 'HOST_CA_DIR', 'BASE_PACKAGES', 'CA_ENV', 'TOOLS_DIR_IN_IMAGE',
-           'docker_cache', 'engine_cli', 'engine_unavailable', 'install_engine', 'host_state', 'state_diff',
-           'DockerEngine', 'import_tree', 'base_images', 'tools_image', 'build_image']
+           'docker_cache', 'engine_cli', 'engine_unavailable', 'install_engine', 'install_debs', 'host_state',
+           'state_diff', 'DockerEngine', 'import_tree', 'base_images', 'tools_image', 'build_image']
 
 # %% ../../nbs/18b_docker_engine.ipynb #c005
 ENGINE_PACKAGES = ('docker.io',)   # Debian 12: Docker 20.10 (pulls containerd, runc, iptables, tini)
@@ -47,18 +47,24 @@ def engine_unavailable() -> str|None:
 
 def install_engine(timeout:float=900) -> list[str]:
     "Install the Debian engine packages if missing, without starting any service; returns what was installed."
-    missing = [p for p in ENGINE_PACKAGES if subprocess.run(['dpkg-query', '-W', '-f=${Status}', p], capture_output=True, text=True).stdout != 'install ok installed']
+    return install_debs(ENGINE_PACKAGES, 'docker', timeout=timeout)
+
+def install_debs(packages,               # Debian package names
+                 what:str,               # what they are for (`NotMeasurable.what` when the install fails)
+                 timeout:float=900) -> list[str]:
+    "Install the Debian `packages` that are missing, without starting any service; returns what was installed."
+    missing = [p for p in packages if subprocess.run(['dpkg-query', '-W', '-f=${Status}', p], capture_output=True, text=True).stdout != 'install ok installed']
     if not missing: return []
-    if os.geteuid() != 0: raise NotMeasurable('docker', f"installing {missing} needs root")
+    if os.geteuid() != 0: raise NotMeasurable(what, f"installing {missing} needs root")
     # policy-rc.d 101 keeps the package scripts from starting docker/containerd services (a systemd host would otherwise
     # start a system-wide dockerd that rewrites iptables); an existing policy is left as it is.
     policy = pathlib.Path('/usr/sbin/policy-rc.d'); ours = not policy.exists()
-    if ours: policy.write_text('#!/bin/sh\n# researchkit install_engine: no service starts while packages install\nexit 101\n'); policy.chmod(0o755)
+    if ours: policy.write_text('#!/bin/sh\n# researchkit install_debs: no service starts while packages install\nexit 101\n'); policy.chmod(0o755)
     try:
         env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
         subprocess.run(['apt-get', 'update', '-qq'], env=env, timeout=timeout, check=True, capture_output=True)
         r = subprocess.run(['apt-get', 'install', '-y', '-qq', '--no-install-recommends', *missing], env=env, timeout=timeout, capture_output=True, text=True)
-        if r.returncode: raise NotMeasurable('docker', f"apt-get install {' '.join(missing)} failed: {r.stderr.strip()[-400:]}")
+        if r.returncode: raise NotMeasurable(what, f"apt-get install {' '.join(missing)} failed: {r.stderr.strip()[-400:]}")
     finally:
         if ours: policy.unlink(missing_ok=True)
     return missing
@@ -70,17 +76,19 @@ def _iptables_rules(tool:str) -> list[str]:
     r = subprocess.run([tool], capture_output=True, text=True, timeout=30)
     return [re.sub(r'^(:\S+ \S+) \[\d+:\d+\]$', r'\1', l) for l in r.stdout.splitlines() if l and not l.startswith('#')]
 
-def _engine_pids() -> list[str]:
+def _engine_pids(comms=ENGINE_COMMS) -> list[str]:
     out = []
     for d in pathlib.Path('/proc').iterdir():
         if d.name.isdigit():
             try: comm, stat = (d/'comm').read_text().strip(), (d/'stat').read_text()
             except OSError: continue
             if stat.rsplit(')', 1)[-1].split()[:1] == ['Z']: continue   # exited, waiting to be reaped: nothing left running
-            if comm in ENGINE_COMMS or comm.startswith('containerd-shim'): out.append(f"{comm}[{d.name}]")
+            if comm in comms or comm.startswith('containerd-shim'): out.append(f"{comm}[{d.name}]")
     return sorted(out)
 
-def host_state() -> dict:
+def host_state(paths=ENGINE_PATHS,   # default state paths that must not appear
+               comms=ENGINE_COMMS,   # process names that must not be left running
+              ) -> dict:
     "What a Docker engine can change on this machine: links, iptables rules, ip_forward, mounts, top-level cgroups, Docker's default paths, engine processes."
     cg = pathlib.Path('/sys/fs/cgroup')
     return {
@@ -89,8 +97,8 @@ def host_state() -> dict:
         'ip_forward': pathlib.Path('/proc/sys/net/ipv4/ip_forward').read_text().strip(),
         'mounts': sorted(l.split()[4] for l in pathlib.Path('/proc/self/mountinfo').read_text().splitlines()),
         'cgroups': sorted(f"{c.name}/{d.name}" for c in cg.iterdir() if c.is_dir() for d in c.iterdir() if d.is_dir()),
-        'paths': sorted(p for p in ENGINE_PATHS if os.path.lexists(p)),
-        'processes': _engine_pids(),
+        'paths': sorted(p for p in paths if os.path.lexists(p)),
+        'processes': _engine_pids(comms),
     }
 
 def state_diff(before:dict, after:dict) -> dict:
@@ -299,6 +307,7 @@ def tools_image(engine:DockerEngine, # a started engine
     from researchkit.testbed.tools import go_tools, tool_path, fabric_config_dir
     dirs = {}
     for name, t in go_tools().items():
+        if t.on_demand: continue     # the Kubernetes test cluster's binaries: not part of the image
         p = tool_path(name)
         if p is None: raise NotMeasurable('docker', f"{name} is not built on this machine (tools/install-go-tools)")
         dirs[t.subdir] = pathlib.Path(p).parent

@@ -12,7 +12,8 @@ from typing import Callable
 from ..core import ConfigError, Field
 
 # %% auto #0
-__all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'Study', 'check_study', 'check_cpu_budgets']
+__all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'TESTBED_KINDS', 'Study', 'check_study',
+           'check_cpu_budgets']
 
 # %% ../../nbs/58_study.ipynb #c004
 REPRODUCTION_PROFILE = 'quick'  # figures/ and REPORT.md describe the latest finished campaign of this profile
@@ -53,12 +54,14 @@ class Study:
     notes: Callable = _no_notes          # (df) -> [Markdown line, ...] for the report
     preflight: Callable = _no_preflight  # (P, inventory) -> None, ConfigError naming the field
     tools: Callable = _no_tools          # (node) -> {tool: version} recorded with every record
+    testbeds: tuple = ('local', 'ssh')   # testbed kinds the method runs on ('kubernetes': pods of a cluster, researchkit.testbed.kube)
 
     def __repr__(self): return f"Study({self.name!r})"
 
 # %% ../../nbs/58_study.ipynb #c006
 _ARITY = {'plan': 1, 'measure': 2, 'claims': 0, 'figures': 2, 'notes': 1, 'preflight': 2, 'tools': 1}
 _NAME_RE = re.compile(r'^[a-z0-9][a-z0-9-]*$')
+TESTBED_KINDS = ('local', 'ssh', 'kubernetes')   # what an inventory describes: this machine, SSH hosts, a cluster's pods
 
 def _check_schema(schema, where:str):
     if not isinstance(schema, dict) or not schema: raise ConfigError(where, "must be a non-empty mapping of parameter name -> Field")
@@ -78,6 +81,8 @@ def check_study(study) -> 'Study':
     for a in ('title', 'seed'):
         if not isinstance(getattr(study, a), str) or not getattr(study, a).strip(): raise ConfigError(f"{w}.{a}", "must be a non-empty string")
     _check_schema(study.schema, f"{w}.schema")
+    if not isinstance(study.testbeds, tuple) or not study.testbeds or not set(study.testbeds) <= set(TESTBED_KINDS):
+        raise ConfigError(f"{w}.testbeds", f"must be a non-empty tuple of {', '.join(TESTBED_KINDS)}, got {study.testbeds!r}")
     for a, n in _ARITY.items():
         f = getattr(study, a)
         if not callable(f): raise ConfigError(f"{w}.{a}", f"must be callable, got {type(f).__name__}")

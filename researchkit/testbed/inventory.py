@@ -12,6 +12,7 @@ import yaml
 from ..core import ConfigError, Field, validate, project_root
 from .nodes import Node, LocalNode
 from .ssh import SSHNode
+from .kube import KUBE_SCHEMA, Kube
 
 # %% auto #0
 __all__ = ['ROLES', 'KINDS', 'SSH_FIELDS', 'UNDERLAY_SCHEMA', 'NODE_SCHEMA', 'LOCAL_SCHEMA', 'INVENTORY_SCHEMA', 'LOCAL_DEFAULT',
@@ -60,14 +61,21 @@ INVENTORY_SCHEMA = {
     'name': Field(str, nonempty=True, check=lambda v: None if re.match(r'^[A-Za-z0-9._-]+$', v) else f"{v!r}: use letters, digits, '.', '_', '-'"),
     'description': Field(str, default=''),
     'local': Field(dict, schema=LOCAL_SCHEMA, default=None, help='only for testbeds whose nodes are all local'),
-    'nodes': Field(list, item=NODE_SCHEMA, nonempty=True),
+    'kubernetes': Field(dict, schema=KUBE_SCHEMA, default=None, help='a Kubernetes cluster: its pods are the nodes (researchkit.testbed.kube)'),
+    'nodes': Field(list, item=NODE_SCHEMA, default=lambda: [], help='machines; may be empty when the testbed is a Kubernetes cluster'),
 }
 
 # %% ../../nbs/12_inventory.ipynb #c007
 def _semantic(spec:dict, raw:dict) -> dict:
     "Cross-field checks on a schema-valid inventory; returns it with kind-specific defaults filled in."
     nodes, seen = spec['nodes'], {}
-    for i, (n, r) in enumerate(zip(nodes, raw['nodes'])):
+    if not nodes and spec['kubernetes'] is None:
+        raise ConfigError('nodes', "no node: list at least one machine, or give a `kubernetes:` section (a cluster whose pods are the nodes)")
+    if spec['kubernetes'] is not None and spec['local'] is not None:
+        raise ConfigError('local', "only for testbeds made of this machine alone; this one is a Kubernetes cluster (`kubernetes:`)")
+    if spec['kubernetes'] is not None and not os.path.isfile(os.path.expanduser(spec['kubernetes']['kubeconfig'])):
+        raise ConfigError('kubernetes.kubeconfig', f"{spec['kubernetes']['kubeconfig']}: no such file")
+    for i, (n, r) in enumerate(zip(nodes, raw.get('nodes') or [])):
         w = f"nodes[{i}]"
         if n['name'] in seen: raise ConfigError(f"{w}.name", f"duplicate node name {n['name']!r} (also nodes[{seen[n['name']]}])")
         seen[n['name']] = i
@@ -86,9 +94,9 @@ def _semantic(spec:dict, raw:dict) -> dict:
         while cur is not None:
             if cur in path: raise ConfigError(w, f"jump cycle: {' -> '.join(path + [cur])}")
             path.append(cur); cur = by[cur][1].get('jump')
-    if not any('host' in n['roles'] for n in nodes):
+    if nodes and not any('host' in n['roles'] for n in nodes):
         raise ConfigError('nodes', f"no node has role host (roles: {', '.join(ROLES)}); at least one node must be able to hold pods")
-    all_local = all(n['kind'] == 'local' for n in nodes)
+    all_local = bool(nodes) and spec['kubernetes'] is None and all(n['kind'] == 'local' for n in nodes)
     if spec['local'] is not None and not all_local:
         raise ConfigError('local', "only for testbeds whose nodes are all kind local (this one has ssh nodes)")
     if spec['local'] is None and all_local: spec['local'] = validate({}, LOCAL_SCHEMA)
@@ -182,6 +190,12 @@ class Testbed:
         made: dict[str, Node] = {}
         for n in _order(self.inventory.nodes): made[n['name']] = make_node(n, made)
         self.nodes: dict[str, Node] = {n['name']: made[n['name']] for n in self.inventory.nodes}
+        k = self.inventory.spec['kubernetes']
+        self.kube: Kube|None = None
+        if k is not None:   # a cluster: it must answer and have what the inventory names before anything starts
+            where = _where(self.inventory.path) if self.inventory.path else self.name
+            try: self.kube = Kube(k); self.kube.check()
+            except ConfigError as e: raise ConfigError(f"{where}: {e.where}", e.msg) from None
 
     @property
     def local(self) -> dict|None:
@@ -196,7 +210,7 @@ class Testbed:
     def vms(self) -> list[Node]: return self.with_role('vm')
 
     @property
-    def is_local(self) -> bool: return all(n.kind == 'local' for n in self.nodes.values())
+    def is_local(self) -> bool: return self.kube is None and bool(self.nodes) and all(n.kind == 'local' for n in self.nodes.values())
 
     def __getitem__(self, name:str) -> Node: return self.nodes[name]
     def __iter__(self): return iter(self.nodes.values())
@@ -210,8 +224,13 @@ class Testbed:
 
     def provenance(self) -> dict:
         "What results record about the testbed: name, inventory file, nodes and their roles."
-        return {'testbed': self.name, 'inventory': str(self.inventory.path or 'built-in'),
-                'nodes': {k: {'kind': n.kind, 'roles': list(n.roles)} for k, n in self.nodes.items()}}
+        out = {'testbed': self.name, 'inventory': str(self.inventory.path or 'built-in'),
+               'nodes': {k: {'kind': n.kind, 'roles': list(n.roles)} for k, n in self.nodes.items()}}
+        if self.kube is not None:
+            c = self.kube.check()
+            out['kubernetes'] = {'server': self.kube.server, 'version': c['version'], 'runtime_classes': self.kube.spec['runtime_classes'],
+                                 'nodes': {n: {x: v[x] for x in ('cpu', 'kubelet', 'runtime', 'kernel')} for n, v in c['nodes'].items()}}
+        return out
 
     def close(self):
         "Close every SSH connection (targets before their jump hosts)."

@@ -16,7 +16,9 @@ __all__ = ['OPTIONS', 'FABRIC_MODULE', 'INSTALL_HINT', 'FABRIC_CONFIG_FILES', 'F
            'tool_path', 'go_tool', 'fabric_config_dir', 'fabric_config', 'build_info', 'tool_rows']
 
 # %% ../../nbs/14_tools.ipynb #c005
-OPTIONS = {'cgo': 'cgo', 'fabric-ldflags': 'fabric-ldflags=LABEL'}   # 5th-column options: name -> its form (`=` takes a value)
+OPTIONS = {'cgo': 'cgo', 'fabric-ldflags': 'fabric-ldflags=LABEL',   # 5th-column options: name -> its form (`=` takes a value)
+           'kube-version': 'kube-version=vX.Y.Z',   # stamp k8s.io/component-base/version (what `kubelet --version` prints)
+           'on-demand': 'on-demand'}                # built only when named (`tools/install-go-tools kubelet`), not by `make setup`
 FABRIC_MODULE = 'github.com/hyperledger/fabric'
 
 def source_hash(d:str|os.PathLike) -> str:
@@ -53,6 +55,8 @@ class GoTool:
     @property
     def cgo(self) -> bool: return bool(self.option('cgo', False))
     @property
+    def on_demand(self) -> bool: return bool(self.option('on-demand', False))
+    @property
     def source(self) -> pathlib.Path|None:
         "Source directory of a `local` tool; None for a module tool."
         return pathlib.Path(self.root or project_root())/self.module[2:] if self.local else None
@@ -80,6 +84,7 @@ def _tool_line(where:str, line:str, root:pathlib.Path) -> GoTool:
         k, eq, v = o.partition('=')
         if k not in OPTIONS: raise ConfigError(where, f"unknown option {o!r}; known: {', '.join(OPTIONS.values())}")
         if ('=' in OPTIONS[k]) != bool(eq) or (eq and not v): raise ConfigError(where, f"option {o!r}: the form is {OPTIONS[k]}")
+        if k == 'kube-version' and not re.fullmatch(r'v\d+\.\d+\.\d+', v): raise ConfigError(where, f"option {o!r}: the form is {OPTIONS[k]}")
         if k in seen: raise ConfigError(where, f"option {k} given twice")
         seen.add(k)
     t = GoTool(*f[:4], opts, root=str(root))

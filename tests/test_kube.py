@@ -1,0 +1,170 @@
+"""The Kubernetes testbed against a real cluster started here: Kubernetes v1.31.4 built from the Go module proxy, Debian's
+containerd and etcd, one node (`researchkit.runtimes.kube_cluster`), started once for this file and stopped at its end with
+the host exactly as found. Pods as nodes (`researchkit.testbed.kube.PodNode`) per runtime class: exit codes, timeouts,
+files, background processes, CPU limits enforced in the pod's cgroup; bad input rejected before anything exists; a run
+interrupted or killed leaves no pod and no namespace behind.
+
+The first build of the four binaries takes ~6 min on 2 cores (then the tool cache has them); a cluster starts in ~30 s."""
+import json, os, pathlib, signal, subprocess, sys, textwrap, time, pytest, yaml
+from researchkit.core import ConfigError, NotMeasurable
+from researchkit.teardown import Teardown
+from researchkit.testbed.nodes import CommandTimeout
+from researchkit.testbed.inventory import Testbed, inventory_from_dict, load_inventory
+from researchkit.runtimes.kube_cluster import (KubeCluster, install_cluster_packages, build_kube_tools, cluster_unavailable,
+                                               kube_host_state, state_diff, KUBE_VERSION, BUSYBOX_IMAGE)
+from researchkit.testbed.kube import Kube, PodNode, kube_rows
+
+pytestmark = pytest.mark.timeout(2400)
+
+@pytest.fixture(scope='module')
+def cluster():
+    try:
+        install_cluster_packages()    # containerd, etcd, CNI plugins, catatonit, busybox-static from Debian; no service started
+        build_kube_tools()            # the on-demand lines of tools/go-tools.txt, into the tool cache
+    except NotMeasurable as e: pytest.skip(f"no Kubernetes cluster on this machine: {e}")
+    why = cluster_unavailable()
+    if why: pytest.skip(f"no Kubernetes cluster on this machine: {why}")
+    before = kube_host_state()
+    c = KubeCluster().start()
+    yield c
+    c.stop()
+    assert c.left == {} and state_diff(before, kube_host_state()) == {}, c.left   # the host exactly as found
+
+def spec(c, **kw):
+    return {'kubeconfig': c.kubeconfig, 'images': {'busybox': BUSYBOX_IMAGE}, 'runtime_classes': dict(c.runtime_classes), **kw}
+
+@pytest.fixture
+def kube(cluster):
+    return Kube(spec(cluster))
+
+RUNTIMES = ['runc', 'runsc']
+
+@pytest.mark.parametrize('runtime', RUNTIMES)
+def test_a_pod_per_runtime_class_runs_commands_with_their_exit_codes(cluster, kube, runtime):
+    if runtime == 'runsc' and 'runsc' not in cluster.runtime_classes:
+        pytest.skip(f"no gvisor RuntimeClass: {cluster.gvisor_why}")
+    k = Kube(spec(cluster, runtime_classes={'runc': None, **({'runsc': 'gvisor'} if runtime == 'runsc' else {})}))
+    with Teardown() as td:
+        p = PodNode(k, f"t-{runtime}", runtime=runtime, teardown=td).start()
+        assert p.run('exit 3', check=False).rc == 3 and p.run('true').rc == 0
+        r = p.run('echo out; echo err >&2; cat', input='fed\n')
+        assert (r.stdout, r.stderr) == ('out\nfed\n', 'err\n')
+        dmesg = p.run('dmesg 2>/dev/null | head -3; uname -r', check=False).stdout
+        if runtime == 'runsc': assert 'gVisor' in dmesg or 'Starting gVisor' in dmesg, dmesg     # the app really runs on gVisor's kernel
+        else: assert os.uname().release in dmesg                                               # runc: the host kernel
+        assert p.ip and p.ip.startswith('10.254.1.') and p.host == cluster.node_name
+        pod = k.core.read_namespaced_pod(p.pod, k.namespace)
+        assert pod.spec.runtime_class_name == ({'runsc': 'gvisor'}.get(runtime)) and pod.metadata.labels['researchkit.run'] == k.run_id
+    assert k.pods() == []
+
+
+def test_timeouts_kill_the_command_in_the_pod_and_files_go_both_ways(kube, tmp_path):
+    with Teardown() as td:
+        p = PodNode(kube, 'files', teardown=td).start()
+        t0 = time.monotonic()
+        with pytest.raises(CommandTimeout): p.run('echo started; sleep 77', timeout=2)
+        assert time.monotonic() - t0 < 15
+        assert p.run("pgrep -f 'sleep 77' || true").stdout.strip() == ''        # gone, not left running in the pod
+        blob = os.urandom(200_000)                                               # several put chunks
+        (tmp_path/'in.bin').write_bytes(blob)
+        p.put(tmp_path/'in.bin', '/tmp/x/in.bin')
+        assert p.run('wc -c < /tmp/x/in.bin').stdout.strip() == '200000'
+        p.get('/tmp/x/in.bin', tmp_path/'back.bin')
+        assert (tmp_path/'back.bin').read_bytes() == blob
+        bg = p.spawn('echo hello; sleep 300')
+        time.sleep(0.5)
+        assert bg.alive() and 'hello' in bg.output()
+        bg.stop(grace=1)
+        assert not bg.alive() and p.run("pgrep -f 'sleep 300' || true").stdout.strip() == ''
+        f = p.facts()
+        assert f['hostname'] == p.pod and f['cores'] >= 1
+
+
+def test_a_cpu_limit_is_enforced(cluster, kube):
+    "A 0.5-core pod: its cgroup's CFS quota is half the period, and a busy loop gets ~0.5 core of CPU time per second."
+    with Teardown() as td:
+        p = PodNode(kube, 'half', cpu=0.5, memory='64Mi', teardown=td).start()
+        quota, period = (int(p.run(f'cat /sys/fs/cgroup/cpu/cpu.cfs_{x}_us').stdout) for x in ('quota', 'period'))
+        assert quota * 2 == period, (quota, period)
+        r = p.run('u0=$(cat /sys/fs/cgroup/cpuacct/cpuacct.usage); (timeout 3 sh -c "while :; do :; done" &) ; '
+                  '(timeout 3 sh -c "while :; do :; done" &) ; sleep 3.2; u1=$(cat /sys/fs/cgroup/cpuacct/cpuacct.usage); echo $(( (u1 - u0) / 1000000 ))')
+        ms = int(r.stdout.split()[-1])
+        assert 1100 <= ms <= 1900, ms             # two spinners for ~3.2 s, throttled to 0.5 core: ~1.6 s, not ~3.2-6.4 s
+
+
+def test_bad_input_fails_before_anything_starts(cluster, tmp_path):
+    before = Kube(spec(cluster)).core.list_namespace().items
+    with pytest.raises(ConfigError) as e: Kube(spec(cluster, kubeconfig=str(tmp_path/'nope.yaml')))
+    assert e.value.where == 'kubernetes.kubeconfig' and 'no such file' in e.value.msg
+    bad = json.loads(pathlib.Path(cluster.kubeconfig).read_text()); bad['users'][0]['user']['token'] = 'wrong'
+    (tmp_path/'bad.json').write_text(json.dumps(bad))
+    with pytest.raises(ConfigError) as e: Kube(spec(cluster, kubeconfig=str(tmp_path/'bad.json'))).check()
+    assert e.value.where == 'kubernetes.kubeconfig' and '401' in e.value.msg, e.value
+    with pytest.raises(ConfigError) as e: Kube(spec(cluster, runtime_classes={'runc': None, 'kata': 'kata'})).check()
+    assert e.value.where == 'kubernetes.runtime_classes.kata' and "no RuntimeClass 'kata'" in e.value.msg
+    k = Kube(spec(cluster))
+    with pytest.raises(ConfigError) as e: PodNode(k, 'big', cpu=64)
+    assert e.value.where == 'cpu' and 'allocatable' in e.value.msg
+    with pytest.raises(ConfigError) as e: PodNode(k, 'x', runtime='kata')
+    assert e.value.where == 'runtime'
+    # the same through an inventory file: the file and the field are named
+    inv = tmp_path/'cluster.yaml'
+    inv.write_text(yaml.safe_dump({'name': 'c', 'kubernetes': spec(cluster, runtime_classes={'runc': None, 'runsc': 'no-such'})}))
+    with pytest.raises(ConfigError) as e: Testbed(load_inventory(inv))
+    assert e.value.where.endswith('cluster.yaml: kubernetes.runtime_classes.runsc'), e.value
+    with pytest.raises(ConfigError) as e: inventory_from_dict({'name': 'c', 'kubernetes': {'kubeconfig': str(tmp_path/'missing')}}, 'c.yaml')
+    assert e.value.where == 'c.yaml: kubernetes.kubeconfig'
+    with pytest.raises(ConfigError) as e: inventory_from_dict({'name': 'c', 'kubernetes': {'kubeconfig': cluster.kubeconfig, 'runtime_classes': {'docker': None}}}, 'c.yaml')
+    assert e.value.where == 'c.yaml: kubernetes.runtime_classes' and 'unknown runtime' in e.value.msg
+    assert [n.metadata.name for n in k.core.list_namespace().items] == [n.metadata.name for n in before]   # nothing was created
+
+
+def test_a_kubernetes_inventory_is_a_testbed_with_provenance_and_doctor_rows(cluster, tmp_path):
+    inv = tmp_path/'cluster.yaml'
+    inv.write_text(yaml.safe_dump({'name': 'local-cluster', 'kubernetes': spec(cluster)}))
+    with Testbed(load_inventory(inv)) as tb:
+        assert tb.kube is not None and not tb.is_local and tb.nodes == {}
+        pv = tb.provenance()['kubernetes']
+        assert pv['version'] == KUBE_VERSION and list(pv['nodes']) == [cluster.node_name] and pv['nodes'][cluster.node_name]['cpu'] == os.cpu_count()
+        rows = {r[1]: r for r in kube_rows(tb.kube)}
+    assert rows['version'][2] and rows[f"node {cluster.node_name}"][2] and 'containerd://1.6' in rows[f"node {cluster.node_name}"][3]
+    assert rows['runtime runc (default handler)'][2] and rows['cni'][2] and '10.254.1.' in rows['cni'][3]
+    assert not rows['multus'][2]                                      # this cluster has no Multus: said, not hidden
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    from researchkit.teardown import Teardown, signals_unwind
+    from researchkit.testbed.kube import Kube, PodNode
+    k = Kube({'kubeconfig': sys.argv[1], 'images': {'busybox': sys.argv[2]}})
+    with signals_unwind(), Teardown() as td:
+        PodNode(k, 'a', teardown=td).start(); PodNode(k, 'b', teardown=td).start()
+        print(k.namespace, flush=True)
+        time.sleep(600)
+""")
+
+@pytest.mark.parametrize('sig', ['SIGINT', 'SIGKILL'])
+def test_an_interrupted_or_killed_run_leaves_no_pod_and_no_namespace(cluster, kube, tmp_path, sig):
+    "Ctrl-C: the run's teardown deletes its pods and namespace. SIGKILL: `researchkit cleanup` replays the ledger and does."
+    env = dict(os.environ); env.pop('RESEARCHKIT_RUN_ID', None)
+    p = subprocess.Popen([sys.executable, '-c', CHILD, cluster.kubeconfig, BUSYBOX_IMAGE], stdout=subprocess.PIPE, text=True, env=env)
+    ns = p.stdout.readline().strip()
+    assert ns.startswith('rk') and len(kube.pods(ns)) == 2
+    p.send_signal(getattr(signal, sig)); p.wait(120)
+    if sig == 'SIGKILL':
+        assert len(kube.pods(ns)) == 2                                  # nothing ran on the way out
+        r = subprocess.run([sys.executable, '-m', 'researchkit.cli', 'cleanup'], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and f"{ns}: kubernetes namespace {ns}" in r.stdout, r.stdout + r.stderr
+    assert kube.pods(ns) == [] and ns not in [n.metadata.name for n in kube.core.list_namespace().items]
+
+
+def test_a_study_that_does_not_run_in_pods_refuses_a_kubernetes_testbed_before_anything_starts(tmp_path):
+    "No study's method runs in pods yet: the campaign says so, naming the testbed, before any preflight, cluster contact or record."
+    from researchkit.studies.campaign import Campaign
+    (tmp_path/'kubeconfig').write_text('apiVersion: v1\nkind: Config\nclusters: []\n')   # never read: the refusal comes first
+    inv = tmp_path/'k.yaml'
+    inv.write_text(yaml.safe_dump({'name': 'k', 'kubernetes': {'kubeconfig': str(tmp_path/'kubeconfig')}}))
+    for study in ('runtimes-web', 'hlf-kata', 'cni-net'):
+        with pytest.raises(ConfigError) as e: Campaign(study, profile='smoke', testbed=str(inv), results_dir=tmp_path/'r', figures_dir=tmp_path/'f')
+        assert e.value.where == 'testbed' and 'does not run on a kubernetes testbed yet' in e.value.msg, e.value
+    assert not (tmp_path/'r').exists()
