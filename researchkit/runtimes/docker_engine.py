@@ -122,7 +122,7 @@ mine() {{ for p in $(pgrep -x "$1"); do tr '\\0' ' ' </proc/$p/cmdline 2>/dev/nu
 for p in $(mine dockerd "--exec-root $ER "); do kill -TERM $p 2>/dev/null; done
 for i in $(seq 100); do [ -z "$(mine dockerd "--exec-root $ER ")" ] && break; sleep 0.1; done
 for p in $(mine dockerd "--exec-root $ER ") $(mine containerd "$ER/") $(mine containerd-shim "$ER/"); do kill -KILL $p 2>/dev/null; done
-awk -v a="$ER" -v b="$DR/" '$5 == a || index($5, a "/") == 1 || index($5, b) == 1 {{print $5}}' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+awk -v a="$ER" -v d="$DR" '$5 == a || index($5, a "/") == 1 || $5 == d || index($5, d "/") == 1 {{print $5}}' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
 for c in /sys/fs/cgroup/*/{q(cgroup_parent)}; do [ -d "$c" ] && find "$c" -name cgroup.procs -exec cat {{}} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null; done
 sleep 0.2; for c in /sys/fs/cgroup/*/{q(cgroup_parent)}; do [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {{}} \\; 2>/dev/null; done
 rm -rf "$ER" {q(sock)} {q(pidfile)}; true"""
@@ -153,6 +153,9 @@ class DockerEngine:
         u = _undo_script(self.exec_root, str(self.data_root), self.sock, self.pidfile, self.cgroup_parent)
         # dockerd makes /run/docker/plugins (plugin discovery, not configurable): removed if it was not there before
         if self.before is not None and '/run/docker' not in self.before['paths']: u += "; rmdir /run/docker/plugins /run/docker 2>/dev/null; true"
+        # containerd-shim sockets go under /run/containerd/s/ whatever the exec root (hard-coded): the directory goes if it was not there
+        # (a fresh host showed it: the engine's first run created it)
+        if self.before is not None and '/run/containerd' not in self.before['paths']: u += "; rm -rf /run/containerd; true"
         return u
 
     def start(self) -> 'DockerEngine':
