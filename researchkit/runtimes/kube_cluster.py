@@ -235,7 +235,7 @@ class KubeCluster:
                     '--root-dir', f"{B}/kubelet", '--hostname-override', self.node_name, '--node-ip', self.node_ip, '--v=1'])
         self._wait(f"node {self.node_name}", self._node_ready, self.start_timeout)
         self._runtime_classes()
-        self._wait('the default service account', lambda: self.kubectl_get('/api/v1/namespaces/default/serviceaccounts/default') is not None, 60)
+        self._wait('the default service account', lambda: self._get('/api/v1/namespaces/default/serviceaccounts/default') is not None, 60)
         return self
 
     # --- pieces of `_start`
@@ -302,8 +302,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             {'type': 'bridge', 'bridge': self.bridge, 'isGateway': False, 'ipMasq': False, 'hairpinMode': True,
              'ipam': {'type': 'host-local', 'dataDir': f"{B}/cni/ipam",
                       'ranges': [[{'subnet': '10.254.0.0/16', 'rangeStart': self.pod_range[0], 'rangeEnd': self.pod_range[1]}]]}},
-            {'type': 'loopback'}]}   # (containerd brings lo up itself; listed for a complete chain)
-        conf['plugins'].pop()
+            ]}   # (containerd brings lo up itself)
         pathlib.Path(B, 'cni/net.d/10-researchkit.conflist').write_text(json.dumps(conf, indent=1) + '\n')
 
     def _runsc_shim(self) -> str|None:
@@ -367,7 +366,6 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
         try:
             with urllib.request.urlopen(req, context=ctx, timeout=10) as r: return json.load(r)
         except Exception: return None
-    kubectl_get = _get   # (a GET on the API: readiness probes of the start; clients use `researchkit.testbed.kube`)
 
     def _api_ok(self) -> bool: return self._get('/readyz') is not None or self._get('/version') is not None
 
