@@ -136,7 +136,8 @@ class Teardown:
     def __len__(self): return len(self._stack)
 
     def close(self):
-        "Run every undo step, newest first; never raises (a KeyboardInterrupt during teardown does not stop it)."
+        "Run every undo step, newest first, even if some fail; a KeyboardInterrupt during teardown does not stop it, and is raised again once every step has run (Ctrl-C is never lost)."
+        interrupt = None
         while self._stack:
             label, fn, eid = self._stack.pop()
             try:
@@ -145,6 +146,8 @@ class Teardown:
             except BaseException as e:  # keep tearing down whatever happens
                 self.errors.append(f'{label}: {type(e).__name__}: {e}')
                 log.warning('teardown of %s failed: %s', label, e)
+                if isinstance(e, KeyboardInterrupt) and interrupt is None: interrupt = e
+        if interrupt is not None: raise interrupt   # an inner teardown closed normally must not swallow the user's Ctrl-C
         return self.errors
 
     def __enter__(self): return self

@@ -1,6 +1,7 @@
 "Shared helpers for the networks tests: TCP checks run inside namespaces, leak checks."
 import json, time
 from researchkit.testbed.nodes import LocalNode
+from researchkit.workloads.iperf import wait_listening
 
 SERVER = ("import socket,sys;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind((sys.argv[1],int(sys.argv[2])));"
           "s.listen(64);s.settimeout(float(sys.argv[3]))\n"
@@ -11,7 +12,7 @@ CLIENT = ("import socket,sys\nok=[]\nfor a in sys.argv[2:]:\n try:\n  s=socket.c
 def tcp_bytes(srv, cli, ip, n=1_000_000, timeout=6, port=7):
     "Bytes that arrive at `srv` (listening on ip:port) when `cli` sends `n` bytes over TCP; 0 if none."
     p = srv.spawn(['python3', '-c', SERVER, ip, str(port), str(timeout)])
-    time.sleep(0.3)
+    if not wait_listening(srv, port, p, timeout=20): return 0
     cli.run(['timeout', str(timeout), 'python3', '-c',
              f"import socket;s=socket.create_connection(('{ip}',{port}),timeout={timeout});s.sendall(b'x'*{n});s.close()"],
             check=False, timeout=timeout + 5)
@@ -24,9 +25,9 @@ def tcp_bytes(srv, cli, ip, n=1_000_000, timeout=6, port=7):
 def all_pairs(pods, timeout=8):
     "{(i, j): True/False} — can pod i open a TCP connection to pod j (and send 4 KiB)?"
     srv = [p.node.spawn(['python3', '-c', SERVER, p.ip, '7', '120']) for p in pods]
-    time.sleep(0.5)
     res = {}
-    try:
+    try:   # every server listens before the first client connects (8 Pythons starting on a busy 2-core host can take over 0.5 s)
+        for p, s in zip(pods, srv): assert wait_listening(p.node, 7, s, timeout=20), s.output()
         for i, p in enumerate(pods):
             others = [q.ip for q in pods if q is not p]
             out = p.node.run(['python3', '-c', CLIENT, '7', *others], timeout=timeout + 30).stdout.split()

@@ -66,7 +66,8 @@ def test_spawn_and_stop(ssh_host):
         assert not running(n, p.pid)
         q = n.spawn("sleep 301", teardown=td)  # left for the teardown to stop
     assert not running(n, q.pid)
-    n.run(f"rm -rf {os.path.dirname(p.log)} {os.path.dirname(q.log)}")
+    # the teardown also removed each process's directory (log, pid, exit status) on the node: nothing piles up in its /tmp
+    assert not n.run(f"ls -d {os.path.dirname(p.log)} {os.path.dirname(q.log)}", check=False).stdout.strip()
 
 
 
@@ -78,7 +79,7 @@ def test_spawned_process_reports_its_exit_status(ssh_host):
         assert p.wait(timeout=20) == 7 and p.rc == 7
         q = n.spawn("sleep 0.2", teardown=td)
         assert q.wait(timeout=20) == 0
-    n.run(f"rm -rf {os.path.dirname(p.log)} {os.path.dirname(q.log)}")
+    assert not n.run(f"ls -d {os.path.dirname(p.log)} {os.path.dirname(q.log)}", check=False).stdout.strip()
 
 def test_put_get_roundtrip(ssh_host, tmp_path):
     n = ssh_host.ssh_node()

@@ -215,9 +215,8 @@ class Erasure:
     def stop(self) -> list[str]:
         "Stop every agent (idempotent; `start` starts them again, and they encode the backlog first); the chunks stay in the peers' node directories until the network goes down."
         if self._td is None: return []
-        errors = self._td.close()
-        self._td, self.procs = None, {}
-        return errors
+        td, self._td, self.procs = self._td, None, {}
+        return td.close()
 
 # %% ../../nbs/39_erasure.ipynb #c015
 def _events(self, peer:str|None=None,   # one peer (default: every participant)

@@ -425,8 +425,8 @@ def _down(self) -> list[str]:
     "Remove every container, namespace, cgroup, directory and process of the network (idempotent); the teardown errors, if any."
     if self._td is None: return []
     t = time.monotonic()
-    errors = self._td.close()
-    self._up = False
+    try: errors = self._td.close()
+    finally: self._up = False   # also when a Ctrl-C during the teardown is raised again
     self.timings['down'] = round(time.monotonic() - t, 3)
     return errors
 Network.down = _down

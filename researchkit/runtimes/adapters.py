@@ -8,7 +8,7 @@ Docs: https://researchkit.github.io/researchkit/runtimes.html.md"""
 from __future__ import annotations
 import time, json, shlex, html, logging, posixpath
 from ..core import ConfigError, NotMeasurable, ResearchkitError
-from ..teardown import Teardown, kill_cmd
+from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, Proc, CommandTimeout, exec_line
 from .container import (Container, Mount, Bundle, CGROUP_PARENT, SCRATCH_ROOT, check_container, node_limits,
                                             new_container_id, oci_config, prepare_bundle)
@@ -211,7 +211,7 @@ class Runtime:
             self._register(inst, td)
             if prelaunch is not None: prelaunch(inst)
             inst.proc = p = self._launch(inst)
-            td.add(f"{self.name} process of {cid}", lambda: p.stop(grace=1), undo=kill_cmd(p.pid, p.start, group=True),
+            td.add(f"{self.name} process of {cid}", lambda: p.release(grace=1), undo=p.release_cmd(),
                    node=self.node.ledger_node)
             self._await_running(inst)
         except BaseException:

@@ -189,15 +189,16 @@ class Campaign:
             self.adapt()
         finally:
             self.measured_s += time.perf_counter() - t0
-            self.teardown.close()
-            # this process's measuring wall time (from its first sweep) and its setup before it (images, builds), kept even
-            # when the run fails; a resumed campaign adds its own
-            setup = (self._t_first - t0) if self._t_first is not None else time.perf_counter() - t0
-            end = time.perf_counter()
-            try: self.store.append(records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0,
-                                           {'wall_s': (end - t0 - setup, 's'), 'setup_s': (setup, 's')}, self.provenance()()))
-            except Exception as e:   # never let the bookkeeping hide why the method failed
-                print(f"researchkit: the wall time of this run was not recorded: {type(e).__name__}: {e}", file=sys.stderr)
+            try: self.teardown.close()   # raises a Ctrl-C that landed during it again, after every step ran
+            finally:
+                # this process's measuring wall time (from its first sweep) and its setup before it (images, builds), kept
+                # even when the run fails or is interrupted; a resumed campaign adds its own
+                setup = (self._t_first - t0) if self._t_first is not None else time.perf_counter() - t0
+                end = time.perf_counter()
+                try: self.store.append(records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0,
+                                               {'wall_s': (end - t0 - setup, 's'), 'setup_s': (setup, 's')}, self.provenance()()))
+                except Exception as e:   # never let the bookkeeping hide why the method failed
+                    print(f"researchkit: the wall time of this run was not recorded: {type(e).__name__}: {e}", file=sys.stderr)
         self.store.append(campaign_complete(self.study.name, self.provenance()()))  # the next run starts a new campaign
         return self.summaries
 

@@ -224,8 +224,8 @@ class Bench:
     def close(self):
         if self.ec is not None: self.ec.stop(); self.ec = None
         self.code = None
-        if self._td is not None: self._td.close(); self._td = None
-        self.net = None
+        td, self._td, self.net = self._td, None, None
+        if td is not None: td.close()
 
     ATTEMPTS = 3   # a point whose load did not commit every transaction is run again (the fixed work is the point), at most this often
 

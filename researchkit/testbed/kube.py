@@ -250,9 +250,9 @@ class PodNode(Node):
 
     def stop(self):
         "Delete the pod (and the run's namespace, when this node made the teardown)."
-        if self._td is not None and self._own_td: self._td.close(); self._td = None
-        elif self.started: delete_pod(self.kube.core, self.namespace, self.pod)
-        self.started = False
+        started, self.started = self.started, False
+        if self._td is not None and self._own_td: td, self._td = self._td, None; td.close()
+        elif started: delete_pod(self.kube.core, self.namespace, self.pod)
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop(); return False

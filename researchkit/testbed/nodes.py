@@ -104,6 +104,22 @@ class Proc:
         "What the process wrote so far (stdout and stderr together)."
         return self.node.read_text(self.log)
 
+    def discard_cmd(self) -> str|None:
+        "Shell line removing the files this process keeps on its node once it is stopped (a remote log directory); None: nothing to remove (a local log lives in this process's own directory, removed at exit)."
+        return None
+
+    def discard(self):
+        "Remove those files (`output` is gone afterwards)."
+        if (c := self.discard_cmd()): self.node.run(c, check=False, timeout=15)
+
+    def release(self, grace:float=3.0):
+        "Stop the process, then remove its files on the node: the undo step of a `spawn` with a teardown."
+        self.stop(grace); self.discard()
+
+    def release_cmd(self) -> str:
+        "`release` as one shell line, replayed by `reap` if this process dies: kill the process group (if it is still this process), remove its files."
+        return '; '.join(c for c in (kill_cmd(self.pid, self.start, group=True), self.discard_cmd()) if c)
+
     def __repr__(self): return f"Proc({self.node.name}, pid={self.pid}, {self.cmd!r})"
 
 # %% ../../nbs/10_nodes.ipynb #c009
@@ -136,7 +152,7 @@ class Node:
         if env: line = 'export ' + ' '.join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()) + '; ' + line
         p = self._spawn(line)
         if teardown is not None:
-            teardown.add(label or f"process {p.pid} on {self.name}", p.stop, undo=kill_cmd(p.pid, p.start, group=True),
+            teardown.add(label or f"process {p.pid} on {self.name}", p.release, undo=p.release_cmd(),
                          node=self.ledger_node)
         return p
 

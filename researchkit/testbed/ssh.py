@@ -244,6 +244,9 @@ class SSHProc(Proc):
             self.rc = int(r) if r.lstrip('-').isdigit() else None
         return up
 
+    def discard_cmd(self) -> str:   # the directory of its log, pid and exit status, made by `_ssh_spawn`
+        return f"rm -rf {shlex.quote(os.path.dirname(self.log))}"
+
 # A small shell waits for the process and writes its exit status to `rc` beside the log (an SSH channel closed long
 # ago cannot report it). The process itself leads the new session (`setsid` without a fork: its parent is no group
 # leader), so its pid is the process group, as for a local spawn; it writes that pid to `pid` before it execs.
