@@ -1,10 +1,10 @@
 """researchkit.cli: bad input fails before anything starts; a run killed midway leaves nothing and resumes."""
-import os, re, sys, time, signal, subprocess, pathlib
+import os, re, time, signal, subprocess, pathlib
 import polars as pl
 import pytest
+from _cli import CLI, cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
 
 def _netns():
     out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout
@@ -16,8 +16,6 @@ def _leftovers(run_id):
     procs = subprocess.run(['ps', '-eo', 'args='], capture_output=True, text=True).stdout
     return ns, [l for l in links.splitlines() if f': {run_id}' in l], [l for l in procs.splitlines() if run_id in l and 'pytest' not in l]
 
-def cli(*args, **kw):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, **kw)
 
 @pytest.mark.parametrize('args,field', [
     (['run', 'cni-net', '--profile', 'smoke', '--param', 'datapaths=[bridge, vlan]'], 'datapaths[1]'),

@@ -8,7 +8,7 @@ from researchkit.core import ConfigError, NotMeasurable
 from researchkit.teardown import Teardown
 from researchkit.testbed.tools import tool_path
 from researchkit.ledger.ec import (ECSpec, ECError, Erasure, encode_file, decode_chunks, read_header, sha256_file, ec_binary,
-                                   event_rows, _rk_ec, EC_PORT)
+                                   event_rows, _rk_ec)
 
 try: BIN = ec_binary()
 except NotMeasurable as e: BIN, WHY = None, e.reason

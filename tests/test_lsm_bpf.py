@@ -1,5 +1,5 @@
 """researchkit.studies.lsm_bpf end to end: real BPF programs and Landlock on real runc containers, real fio, wrk and rk-trigger, through the CLI."""
-import sys, subprocess, pathlib
+import subprocess, pathlib
 import polars as pl
 import pytest
 from researchkit.studies import lsm_bpf as lb
@@ -7,13 +7,10 @@ from researchkit.studies.catalog import load_params
 from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
 from researchkit.policy.bpfprog import bpf_ids
+from _cli import CLI, cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
 COMMITTED = ROOT/'results'
-
-def cli(*args, **kw):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, **kw)
 
 def _netns():
     out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout

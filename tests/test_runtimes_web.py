@@ -7,12 +7,9 @@ from researchkit.studies.catalog import load_params
 from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
 from _studies_fixtures import notebook_from_results
+from _cli import CLI, cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = [str(pathlib.Path(sys.executable).parent/'researchkit')]
-
-def cli(*args, **kw):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, **kw)
 
 def _netns():
     out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout

@@ -22,15 +22,15 @@ def checkout(tmp_path):
     return tmp_path
 
 
-def install(checkout, cache, *names):
-    env = {**os.environ, 'RESEARCHKIT_TOOLS': str(cache), 'GOPROXY': 'off'}   # these builds need no download
+def install(checkout, cache, *names, env:dict|None=None):
+    env = {**os.environ, 'RESEARCHKIT_TOOLS': str(cache), 'GOPROXY': 'off', **(env or {})}   # these builds need no download
     return subprocess.run([str(checkout/'tools'/'install-go-tools'), *names], capture_output=True, text=True, env=env, timeout=300)
 
 
-def hello(checkout, text='hi'):
-    "A `local` Go tool with no dependencies under tools/go/hello/."
-    d = checkout/'tools'/'go'/'hello'; d.mkdir(parents=True, exist_ok=True)
-    (d/'go.mod').write_text('module hello\n\ngo 1.22.0\n'); (d/'go.sum').write_text('')
+def hello(checkout, text='hi', name='hello'):
+    "A `local` Go tool with no dependencies under tools/go/<name>/."
+    d = checkout/'tools'/'go'/name; d.mkdir(parents=True, exist_ok=True)
+    (d/'go.mod').write_text(f'module {name}\n\ngo 1.22.0\n'); (d/'go.sum').write_text('')
     (d/'main.go').write_text(f'package main\n\nimport "fmt"\n\nfunc main() {{ fmt.Println("{text}") }}\n')
     return d
 
@@ -99,6 +99,24 @@ def test_on_demand_tools_are_built_only_when_named(checkout):
     assert r.returncode == 0 and 'building' not in r.stdout and not (checkout/'cache'/t.subdir).exists(), r.stdout + r.stderr
     r = install(checkout, checkout/'cache', 'hello')
     assert r.returncode == 0 and subprocess.run([checkout/'cache'/t.subdir/'hello'], capture_output=True, text=True).stdout == 'hi\n'
+
+
+def test_tools_of_two_modules_build_in_two_lanes(checkout):
+    "Tools of different modules build at once (both started before either is built); one at a time with RESEARCHKIT_BUILD_JOBS=1; a failed build stops the install, naming its line, and leaves no build of it."
+    hello(checkout); hello(checkout, 'yo', name='howdy')
+    (checkout/'tools'/'go-tools.txt').write_text("hello ./tools/go/hello local .\nhowdy ./tools/go/howdy local .\n")
+    steps = lambda r: [(l.split()[1], l.split()[2].rsplit('/', 1)[-1]) for l in r.stdout.splitlines() if l.split()[1] in ('building', 'built')]
+    r = install(checkout, checkout/'one', env={'RESEARCHKIT_BUILD_JOBS': '1'})
+    assert r.returncode == 0 and steps(r) == [('building', 'hello'), ('built', 'hello'), ('building', 'howdy'), ('built', 'howdy')], r.stdout + r.stderr
+    r = install(checkout, checkout/'two')
+    assert r.returncode == 0 and [s for s, _ in steps(r)][:2] == ['building', 'building'], r.stdout + r.stderr
+    assert {p.name.split('@')[0] for p in (checkout/'two').iterdir()} == {'.install-go-tools.lock', 'hello', 'howdy'}
+    (checkout/'tools'/'go'/'howdy'/'main.go').write_text('package main\n\nfunc main() { undefined() }\n')
+    r = install(checkout, checkout/'broken')
+    assert r.returncode == 1 and 'tools/go-tools.txt:2' in r.stderr and 'undefined' in r.stderr, r.stderr
+    assert not [p for p in (checkout/'broken').iterdir() if p.name.startswith('howdy@')]
+    r = install(checkout, checkout/'bad', env={'RESEARCHKIT_BUILD_JOBS': '0'})
+    assert r.returncode == 1 and 'RESEARCHKIT_BUILD_JOBS' in r.stderr and not (checkout/'bad').exists()   # refused before anything started
 
 
 def test_local_cache_key_follows_the_source(checkout):

@@ -10,7 +10,6 @@ import math, pathlib, time
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..teardown import Teardown
-from ..claims import iqr
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
 from ..core import validate

@@ -145,33 +145,28 @@ class Kube:
 
     def __repr__(self): return f"Kube({self.server}, namespace={self.namespace!r})"
 
-def delete_namespace(core, ns:str, timeout:float=120):
-    "Delete namespace `ns` and wait until it is gone."
+def _delete(delete, read, what:str, timeout:float, every:float):
+    "Call `delete()` (gone already is fine), then `read()` until the API says 404; `TimeoutError` naming `what` after `timeout`."
     from kubernetes.client import ApiException
-    try: core.delete_namespace(ns, grace_period_seconds=0)
+    try: delete()
     except ApiException as e:
         if e.status != 404: raise
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try: core.read_namespace(ns)
+        try: read()
         except ApiException as e:
             if e.status == 404: return
-        time.sleep(0.3)
-    raise TimeoutError(f"namespace {ns} still there after {timeout:.0f} s")
+        time.sleep(every)
+    raise TimeoutError(f"{what} still there after {timeout:.0f} s")
+
+def delete_namespace(core, ns:str, timeout:float=120):
+    "Delete namespace `ns` and wait until it is gone."
+    _delete(lambda: core.delete_namespace(ns, grace_period_seconds=0), lambda: core.read_namespace(ns), f"namespace {ns}", timeout, 0.3)
 
 def delete_pod(core, ns:str, name:str, timeout:float=120):
     "Delete pod `name` now (grace 0) and wait until it is gone."
-    from kubernetes.client import ApiException
-    try: core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
-    except ApiException as e:
-        if e.status != 404: raise
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try: core.read_namespaced_pod(name, ns)
-        except ApiException as e:
-            if e.status == 404: return
-        time.sleep(0.2)
-    raise TimeoutError(f"pod {ns}/{name} still there after {timeout:.0f} s")
+    _delete(lambda: core.delete_namespaced_pod(name, ns, grace_period_seconds=0), lambda: core.read_namespaced_pod(name, ns),
+            f"pod {ns}/{name}", timeout, 0.2)
 
 # %% ../../nbs/12b_kube.ipynb #c009
 _CHUNK = 48 * 1024   # bytes per put chunk (64 KiB of base64: below the kernel's 128 KiB limit per argument)
