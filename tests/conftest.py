@@ -62,3 +62,13 @@ def nothing_leaks():
     after = (_namespaces(), _links(), _procs(), _containers(), _bpf_after(before[-1]))
     leaked = {kind: sorted(a - b) for kind, a, b in zip(('namespaces', 'links', 'processes', 'containers', 'bpf'), after, before) if a - b}
     assert not leaked, f"tests leaked: {leaked}"
+
+@pytest.fixture
+def background():
+    "`background(*ARGS)` starts `researchkit ARGS` in the background; whatever still runs when the test ends (it failed mid-way) gets Ctrl-C and its teardown time."
+    from _cli import start, stop
+    started = []
+    def run(*args):
+        started.append(start(*args)); return started[-1]
+    yield run
+    for p in started: stop(p)

@@ -2,7 +2,8 @@
 import os, re, time, signal, subprocess, pathlib
 import polars as pl
 import pytest
-from _cli import CLI, cli
+from _cli import cli
+from researchkit.results.store import ResultStore
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -50,18 +51,15 @@ def _kernels_of_run(run_id):
         if f'RESEARCHKIT_RUN_ID={run_id}'.encode() in env: found.append(int(k))
     return found
 
-def _start(tmp_path):
-    return subprocess.Popen([*CLI, 'run', 'cni-net', '--profile', 'smoke', '--results', str(tmp_path/'results'),
-                             '--figures', str(tmp_path/'figures'), '--no-progress'],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start(background, tmp_path):
+    return background('run', 'cni-net', '--profile', 'smoke', '--results', str(tmp_path/'results'), '--figures', str(tmp_path/'figures'), '--no-progress')
 
 def _records(tmp_path):
-    f = tmp_path/'results'/'cni-net'/'records.parquet'
-    return pl.read_parquet(f) if f.exists() else None
+    return ResultStore(tmp_path/'results').load('cni-net', expand=False) if (tmp_path/'results'/'cni-net').exists() else None
 
-def test_run_killed_midway_leaves_nothing_and_resumes(tmp_path):
+def test_run_killed_midway_leaves_nothing_and_resumes(tmp_path, background):
     before = _netns()
-    p = _start(tmp_path)
+    p = _start(background, tmp_path)
     run_id, deadline, err = None, time.monotonic() + 240, ''
     # wait until the run has recorded some measurements and has namespaces up
     while time.monotonic() < deadline:
@@ -81,7 +79,7 @@ def test_run_killed_midway_leaves_nothing_and_resumes(tmp_path):
     done = first.filter(pl.col('experiment') == 'throughput').height
     assert done >= 3
     # resume: the same command finishes the rest without measuring recorded points again
-    p = _start(tmp_path)
+    p = _start(background, tmp_path)
     out, err = p.communicate(timeout=600)
     assert p.returncode == 0, err[-3000:]
     final = _records(tmp_path)
@@ -93,10 +91,10 @@ def test_run_killed_midway_leaves_nothing_and_resumes(tmp_path):
     # the completed run wrote its figures and a claims table into the executed notebook
     assert list((tmp_path/'figures'/'cni-net').glob('*.png'))
 
-def test_crashed_kernel_is_reaped(tmp_path):
+def test_crashed_kernel_is_reaped(tmp_path, background):
     "SIGKILL of the kernel (no finally, no atexit): the CLI replays the run's ledger."
     before = _netns()
-    p = _start(tmp_path)
+    p = _start(background, tmp_path)
     deadline, kernel, run_id = time.monotonic() + 240, None, None
     while time.monotonic() < deadline:
         time.sleep(0.5)
@@ -112,10 +110,10 @@ def test_crashed_kernel_is_reaped(tmp_path):
     assert p.returncode != 0
     assert _leftovers(run_id) == (set(), [], []), _leftovers(run_id)
 
-def test_killed_cli_stops_its_run_and_cleanup_reaps_it(tmp_path):
+def test_killed_cli_stops_its_run_and_cleanup_reaps_it(tmp_path, background):
     "SIGKILL of the CLI itself: papermill and the kernel go too, and `researchkit cleanup` removes what they left."
     before = _netns()
-    p = _start(tmp_path)
+    p = _start(background, tmp_path)
     deadline, run_id = time.monotonic() + 240, None
     while time.monotonic() < deadline and not run_id:
         time.sleep(0.5)
@@ -171,7 +169,6 @@ def _synthetic_campaign(store, campaign, ratios):
 ])
 def test_claims_command_decides_on_the_interval(ratios, verdict, tmp_path):
     import json
-    from researchkit.results.store import ResultStore
     _synthetic_campaign(ResultStore(tmp_path), 'rkSYN1', ratios)
     r = cli('claims', 'cni-net', '--results', str(tmp_path), '--campaign', 'rkSYN1', '--json')
     assert r.returncode == 0, r.stderr

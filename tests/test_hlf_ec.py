@@ -11,7 +11,7 @@ from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
 from researchkit.ledger.spec import FABRIC_ROOT
 from _fabric_fixtures import fabric, netns_names as _netns, run_leftovers as leftovers
-from _cli import ROOT, CLI, cli, assert_rejected_before_start
+from _cli import cli, assert_rejected_before_start
 
 
 def test_profiles_scale_the_paper_and_keep_its_shape():
@@ -80,12 +80,12 @@ def test_smoke_run_end_to_end(tmp_path):
     assert not leftovers(rid) and _netns() == before, leftovers(rid)
 
 @fabric
-def test_ctrl_c_tears_everything_down_and_keeps_the_records(tmp_path):
+def test_ctrl_c_tears_everything_down_and_keeps_the_records(tmp_path, background):
     "SIGINT while a point runs (agents up, load in flight): exit 130, no container, agent, namespace or directory left, the points recorded before it kept."
     args = ['run', 'hlf-ec', '--profile', 'smoke', '--param', 'rebuild=false', '--results', str(tmp_path/'results'),
             '--figures', str(tmp_path/'figures'), '--no-progress']
     before = _netns()
-    p = subprocess.Popen([*CLI, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = background(*args)
     store, deadline = ResultStore(tmp_path/'results'), time.monotonic() + 400
     while time.monotonic() < deadline:   # until one EC point is recorded and the next is under way
         time.sleep(0.5)

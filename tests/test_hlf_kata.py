@@ -1,7 +1,7 @@
 """researchkit.studies.hlf_kata end to end: real Fabric networks under runc and runsc (standing in for Kata, which needs KVM), real
 rk-load load, live CPU quotas and the monitor, through the CLI; bad input rejected before anything starts; Ctrl-C mid-sweep
 loses only the point in flight and a rerun resumes the campaign."""
-import time, signal, subprocess
+import time, signal
 import polars as pl
 import pytest
 from researchkit.studies import hlf_kata as hk
@@ -10,7 +10,7 @@ from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
 from researchkit.ledger.spec import FABRIC_ROOT
 from _fabric_fixtures import fabric, netns_names as _netns, run_leftovers as leftovers
-from _cli import ROOT, CLI, cli, assert_rejected_before_start
+from _cli import cli, assert_rejected_before_start
 
 
 def test_profiles_scale_the_paper_and_keep_its_shape():
@@ -85,11 +85,11 @@ def test_smoke_run_end_to_end(tmp_path):
     assert not leftovers(rid) and _netns() == before, leftovers(rid)
 
 @fabric
-def test_ctrl_c_loses_only_the_point_in_flight_and_a_rerun_resumes(tmp_path):
+def test_ctrl_c_loses_only_the_point_in_flight_and_a_rerun_resumes(tmp_path, background):
     "SIGINT mid-sweep: exit 130, nothing left behind, the recorded points kept; the rerun resumes the same campaign and measures only what is missing."
     args = ['run', 'hlf-kata', '--profile', 'smoke', '--param', 'vcpu={sets: [], runtimes: [secure]}', '--results', str(tmp_path/'results'),
             '--figures', str(tmp_path/'figures'), '--no-progress']
-    p = subprocess.Popen([*CLI, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = background(*args)
     store, deadline = ResultStore(tmp_path/'results'), time.monotonic() + 300
     while time.monotonic() < deadline:   # wait until the first network is up and one Fig. 3 point is recorded
         time.sleep(0.5)

@@ -115,3 +115,21 @@ def test_forget(tmp_path):
 def test_html_repr(tmp_path):
     st = ResultStore(tmp_path); st.append(rows('s', 'e', [({'p': 1}, 0, 1.0)]))
     assert '1 records' in st._repr_html_()
+
+def test_a_reader_never_sees_a_file_being_replaced(tmp_path):
+    "A study run appends while a notebook or a test loads: every load sees one whole file, old or new (CI: polars opened the path twice and read a page of the replacement with the old footer)."
+    code = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from _results_fixtures import rows
+        from researchkit.results.store import ResultStore
+        st = ResultStore({str(tmp_path)!r})
+        for i in range(150): st.append(rows('s', 'e', [({{'i': i, 'pad': 'x' * (i * 37 % 500)}}, r, float(i)) for r in range(20)]))
+    """)
+    st = ResultStore(tmp_path); st.append(rows('s', 'e', [({'i': -1, 'pad': ''}, 0, 0.0)]))
+    w = subprocess.Popen([sys.executable, '-c', code])
+    seen = set()
+    try:
+        while w.poll() is None: seen.add(st.load('s').height)
+    finally: w.kill(); w.wait()
+    assert w.returncode == 0 and len(seen) > 5 and all((h - 1) % 20 == 0 for h in seen), sorted(seen)

@@ -78,7 +78,7 @@ class ResultStore:
     def _read(self, study:str) -> pl.DataFrame:
         p = self.path(study)
         if not p.exists(): return frame([])
-        df = pl.read_parquet(p)
+        with open(p, 'rb') as f: df = pl.read_parquet(f)   # one open: a writer's rename between two opens of the path mixed old and new pages
         if 'campaign' not in df.columns and 'run_id' in df.columns:  # records from before campaigns: one campaign per run
             df = df.with_columns(pl.col('run_id').alias('campaign')).select([c for c in COLUMNS if c in df.columns or c == 'campaign'])
         missing = [c for c in COLUMNS if c not in df.columns]
@@ -179,6 +179,6 @@ class ResultStore:
         return df.filter(pl.col('campaign') == campaign)
     def __repr__(self): return f"ResultStore({str(self.root)!r})"
     def _repr_html_(self):
-        items = ''.join(f"<li><code>{html.escape(s)}</code>: {pl.scan_parquet(self.path(s)).select(pl.len()).collect().item()} records</li>"
+        items = ''.join(f"<li><code>{html.escape(s)}</code>: {self._read(s).height} records</li>"
                         for s in self.studies())
         return f"<b>ResultStore</b> <code>{html.escape(str(self.root))}</code><ul>{items}</ul>"
