@@ -172,17 +172,22 @@ def decide(estimate:float, low:float, high:float, # the statistic and its interv
            band:Band,                             # where the claim holds
            *, n:int,                              # repetitions behind the interval
            label:str='',                          # e.g. 'TCP ovs-vxlan/flannel'
-           digits:int=2) -> Verdict:
-    "Reproduced when the whole interval lies in `band`, refuted when none of it does, else inconclusive (saying how far it reaches past the band's edge and about how many repetitions would decide it)."
+           digits:int=2,
+           min_n:int=MIN_REPETITIONS,             # fewest repetitions a verdict may rest on: more where repetitions close in time are not independent
+          ) -> Verdict:
+    "Reproduced when the whole interval lies in `band`, refuted when none of it does, else inconclusive (saying how far it reaches past the band's edge and about how many repetitions would decide it); inconclusive too below `min_n` repetitions, whatever the interval."
     f = lambda x: '∞' if math.isinf(x) else f"{x:.{digits}f}"
     measured = f"{label + ' = ' if label else ''}{estimate:.{digits}f} [{CONFIDENCE:.0%} CI {f(low)}–{f(high)}, n={n}] vs {band}"
-    if band.low <= low and high <= band.high: return Verdict('reproduced', measured)
-    if high < band.low or low > band.high: return Verdict('refuted', measured)
+    inside, outside = band.low <= low and high <= band.high, high < band.low or low > band.high
+    if (inside or outside) and n < min_n:
+        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: the interval lies {'inside' if inside else 'outside'} the band, but on {n} repetitions, fewer than the {min_n} this claim rests a verdict on", min_n)
+    if inside: return Verdict('reproduced', measured)
+    if outside: return Verdict('refuted', measured)
     if math.isinf(low) or math.isinf(high):
-        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: no interval (n={n}: fewer than {MIN_REPETITIONS} repetitions, or a value ≤ 0 a ratio's logarithm cannot take)", max(MIN_REPETITIONS, n + 1))
+        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: no interval (n={n}: fewer than {MIN_REPETITIONS} repetitions, or a value ≤ 0 a ratio's logarithm cannot take)", max(min_n, n + 1))
     edge = min((e for e in band.edges() if low <= e <= high), key=lambda e: abs(e - estimate))
     dist, half = abs(estimate - edge), (high - low) / 2
-    needed = max(n + 1, math.ceil(n * (half / dist) ** 2)) if dist > 0 else None
+    needed = max(min_n, n + 1, math.ceil(n * (half / dist) ** 2)) if dist > 0 else None
     reason = (f"{label or 'the interval'}: {f(low)}–{f(high)} straddles {edge:g} ({f(edge - low)} below, {f(high - edge)} above); "
               + (f"about {needed} repetitions (now {n}) would decide it if the spread stays as it is" if needed
                  else "the estimate sits on the edge: more repetitions narrow the interval but may not decide it"))
@@ -222,9 +227,9 @@ class Ratio:
             m, lo, hi = t_interval([math.log(r) for r in groups[0]], level)
             return math.exp(m), math.exp(lo) if math.isfinite(lo) else -math.inf, math.exp(hi) if math.isfinite(hi) else math.inf
         return bootstrap(groups, lambda g: geomean(g[0]) / geomean(g[1]), level=level)
-    def decide(self, band:Band, label:str='') -> Verdict:
-        "The verdict of 'this ratio lies in `band`' (`decide` on its interval)."
-        return decide(*self.interval(), band, n=self.n, label=label)
+    def decide(self, band:Band, label:str='', *, min_n:int=MIN_REPETITIONS) -> Verdict:
+        "The verdict of 'this ratio lies in `band`' (`decide` on its interval, on at least `min_n` repetitions)."
+        return decide(*self.interval(), band, n=self.n, label=label, min_n=min_n)
     def text(self, label:str='', digits:int=2) -> str:
         "e.g. 'ovs-vxlan/flannel = 1.08 [95 % CI 1.03–1.12, n=3]'."
         est, lo, hi = self.interval()

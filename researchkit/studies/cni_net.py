@@ -15,8 +15,8 @@ from ..networks.datapaths import PLACEMENTS
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME',
-           'DIFF', 'OTHER_PATHS', 'study', 'plan', 'Topologies', 'vm_hosts', 'tool_versions', 'measure_fn',
-           'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'claims', 'record_inventory',
+           'DIFF', 'OTHER_PATHS', 'TPUT_MIN_N', 'study', 'plan', 'Topologies', 'vm_hosts', 'tool_versions',
+           'measure_fn', 'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'claims', 'record_inventory',
            'run_experiment', 'measure', 'sweep_order', 'figures', 'notes', 'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
@@ -235,6 +235,11 @@ def _series(df, experiment, metric, **where):
 SAME, DIFF = 'same-host', 'different-host'
 OTHER_PATHS = ('bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre')   # macvlan's rivals in claim 2a
 
+# Throughput claims rest a verdict on at least 5 repetitions: on this VM 1-KB TCP throughput runs in phases of minutes, so
+# three repetitions in one quick campaign can agree by luck. Claim 1 at n = 3 in six campaigns on two hosts: 0.77–1.35,
+# 0.93–1.22, 0.79–1.46, 0.91–1.16, 0.79–1.20 and 0.89–0.95, the last excluding four of the other five estimates (1.02–1.08).
+TPUT_MIN_N = 5
+
 def _tput(placement, paths, **kw):
     "A `Claim.needs` filter: the BMP2BMP TCP throughput points of these data paths."
     return {'experiment': 'throughput', 'scenario': 'BMP2BMP', 'proto': 'tcp', 'placement': placement, 'datapath': list(paths), **kw}
@@ -256,19 +261,19 @@ def claims():
     def c1(df):
         rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', **same)
         rg = optional(dp_ratio, df, 'ovs-gre', 'flannel-vxlan', **same)
-        return _all(rv.decide(at_least(1.03), 'TCP ovs-vxlan/flannel'), ('ovs-gre/flannel', rg and rg.decide(at_least(1.03), 'ovs-gre/flannel')))
+        return _all(rv.decide(at_least(1.03), 'TCP ovs-vxlan/flannel', min_n=TPUT_MIN_N), ('ovs-gre/flannel', rg and rg.decide(at_least(1.03), 'ovs-gre/flannel', min_n=TPUT_MIN_N)))
     def c2a(df):
         rv = dp_ratio(df, 'ovs-vlan', 'macvlan', **same)
         rs = {p: optional(dp_ratio, df, p, 'macvlan', **same) for p in OTHER_PATHS}
-        parts = [r.decide(at_most(1.0), f"{p}/macvlan") for p, r in rs.items() if r is not None]
-        return all_hold(rv.decide(at_most(0.95), 'TCP ovs-vlan/macvlan (paper ≈ 0.80)'), *parts)
+        parts = [r.decide(at_most(1.0), f"{p}/macvlan", min_n=TPUT_MIN_N) for p, r in rs.items() if r is not None]
+        return all_hold(rv.decide(at_most(0.95), 'TCP ovs-vlan/macvlan (paper ≈ 0.80)', min_n=TPUT_MIN_N), *parts)
     def c2b(df):
         si = is_stand_in(df, 'ipvlan')
         if si: raise NotMeasurable('ipvlan', f"ipvlan was only a stand-in on this testbed ({si}); its speed says nothing about ipvlan L2")
         rs = {p: optional(dp_ratio, df, 'ipvlan', p, **same) for p in ('bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre', 'macvlan', 'sriov')}
         rs = {k: v for k, v in rs.items() if v is not None}
         if not rs: raise NotMeasurable('ipvlan', "no records of these data paths: not in this run's parameters, or not built here")
-        return all_hold(*[v.decide(at_most(1.0), f'ipvlan/{k}') for k, v in rs.items()])
+        return all_hold(*[v.decide(at_most(1.0), f'ipvlan/{k}', min_n=TPUT_MIN_N) for k, v in rs.items()])
     def sriov_real(df, what):
         si = is_stand_in(df, 'sriov')
         if si: raise NotMeasurable(what, f"no SR-IOV VF on this testbed ({si}); a stand-in has no NIC link-speed bound and no VF/PF path")
@@ -276,15 +281,15 @@ def claims():
         sriov_real(df, 'SR-IOV vs kernel paths')
         small = dp_ratio(df, 'sriov', 'macvlan', placement=SAME, proto='tcp', max_bytes=16384)
         big = optional(dp_ratio, df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') > 16384)), 'sriov', 'macvlan', placement=SAME, proto='tcp')
-        return _all(small.decide(at_least(1.0), '≤16 KB sriov/macvlan'), ('>16 KB', big and big.decide(at_most(1.0), '>16 KB sriov/macvlan')))
+        return _all(small.decide(at_least(1.0), '≤16 KB sriov/macvlan', min_n=TPUT_MIN_N), ('>16 KB', big and big.decide(at_most(1.0), '>16 KB sriov/macvlan', min_n=TPUT_MIN_N)))
     def c4a(df):
         diff = dict(placement=DIFF, proto='tcp', max_bytes=16384, scenario='BMP2BMP')
         rv = dp_ratio(df, 'ovs-vxlan', 'flannel-vxlan', **diff)
         rl = optional(dp_ratio, df, 'ovs-vlan', 'flannel-vxlan', **diff)
-        return _all(rv.decide(at_least(1.0), '≤16 KB TCP ovs-vxlan/flannel'), ('ovs-vlan/flannel', rl and rl.decide(at_least(1.0), 'ovs-vlan/flannel')))
+        return _all(rv.decide(at_least(1.0), '≤16 KB TCP ovs-vxlan/flannel', min_n=TPUT_MIN_N), ('ovs-vlan/flannel', rl and rl.decide(at_least(1.0), 'ovs-vlan/flannel', min_n=TPUT_MIN_N)))
     def c4b(df):
         sriov_real(df, 'macvlan vs SR-IOV')
-        return dp_ratio(df, 'macvlan', 'sriov', placement=DIFF, proto='tcp').decide(at_least(1.0), 'TCP macvlan/sriov')
+        return dp_ratio(df, 'macvlan', 'sriov', placement=DIFF, proto='tcp').decide(at_least(1.0), 'TCP macvlan/sriov', min_n=TPUT_MIN_N)
     def vm_claim(scenario):
         def check(df):
             reason = not_measurable_reason(df, scenario=scenario)
