@@ -160,6 +160,14 @@ def test_check_enforcement_fails_when_not_enforced(no_leak):
         p.obj.map('rk_deny4').delete(bytes([127, 0, 0, 2]))
         with pytest.raises(EnforcementError, match='blocked_ipv4 gave ok'): check_enforcement(p, i)
 
+def test_a_probe_into_a_container_that_exited_says_so(no_leak):
+    "When the container is gone before the probe (CI once saw 'container does not exist'), the error gives its exit code and log."
+    with Teardown() as td:
+        p = Policy(RULES, ['cgroup-connect'], teardown=td)
+        i = RUNC.start(p.wrap(Container('gone', IMG, ['sh', '-c', 'echo bye-from-the-container; exit 3'], mounts=BINDS)), teardown=td, prelaunch=p.prepare)
+        assert i.wait(30) == 3
+        with pytest.raises(EnforcementError, match=r"the container had exited \(code 3\), its log: .*bye-from-the-container"): check_enforcement(p, i)
+
 def test_rule_updates_while_attached(no_leak):
     with Teardown() as td:
         p = Policy(Rules(ipv4=['127.0.0.2']), ['cgroup-connect'], teardown=td)
