@@ -212,6 +212,7 @@ class Ratio:
     n: int         # number of ratios (pairs), or the smaller side's count when unpaired
     paired: bool   # True when ratios were paired by repetition
     samples: tuple = ()  # paired: (ratios,); unpaired: (numerator values, denominator values)
+    min_n: int = MIN_REPETITIONS  # fewest repetitions its verdict may rest on (more where repetitions close in time are not independent)
 
     @classmethod
     def of(cls, ratios:list[float]) -> 'Ratio':
@@ -227,9 +228,9 @@ class Ratio:
             m, lo, hi = t_interval([math.log(r) for r in groups[0]], level)
             return math.exp(m), math.exp(lo) if math.isfinite(lo) else -math.inf, math.exp(hi) if math.isfinite(hi) else math.inf
         return bootstrap(groups, lambda g: geomean(g[0]) / geomean(g[1]), level=level)
-    def decide(self, band:Band, label:str='', *, min_n:int=MIN_REPETITIONS) -> Verdict:
-        "The verdict of 'this ratio lies in `band`' (`decide` on its interval, on at least `min_n` repetitions)."
-        return decide(*self.interval(), band, n=self.n, label=label, min_n=min_n)
+    def decide(self, band:Band, label:str='', *, min_n:int|None=None) -> Verdict:
+        "The verdict of 'this ratio lies in `band`' (`decide` on its interval, on at least `min_n` repetitions: by default its own)."
+        return decide(*self.interval(), band, n=self.n, label=label, min_n=self.min_n if min_n is None else min_n)
     def text(self, label:str='', digits:int=2) -> str:
         "e.g. 'ovs-vxlan/flannel = 1.08 [95 % CI 1.03–1.12, n=3]'."
         est, lo, hi = self.interval()

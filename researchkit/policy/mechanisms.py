@@ -516,7 +516,7 @@ def check_enforcement(policy:Policy,          # prepared for `inst` (and `inst` 
     r = exec_in(inst, argv)
     try: inside = json.loads(r.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        gone = '' if not hasattr(inst, 'alive') or inst.alive() else f"; the container had exited (code {inst.rc}), its log: {inst.log(tail=500).strip()!r}"   # say why, not only that exec found nothing
+        gone = '' if not hasattr(inst, 'alive') or inst.alive() else f"; the container had exited (code {inst.rc}), its log: {inst.log(tail=500).strip()!r}"   # say why, not only that exec found nothing (an agent's rebuilt _Inst has no process to ask)
         raise EnforcementError(f"probe inside {inst.id} failed: {(r.stderr or r.stdout).strip()[-500:]}{gone}") from None
     after = policy.counters()
     c = inst.container
