@@ -11,7 +11,7 @@ from .core import ConfigError, ResearchkitError, new_run_id, project_root
 from .teardown import reap
 
 # %% auto #0
-__all__ = ['descendants', 'kernels_of', 'run_study', 'parser', 'claims_text', 'main']
+__all__ = ['descendants', 'kernels_of', 'run_study', 'parser', 'claims_text', 'prepare_studies', 'main']
 
 # %% ../nbs/90_cli.ipynb #c005
 def _ppid(pid:int) -> int|None:
@@ -134,6 +134,8 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser('cleanup', help='tear down what crashed runs left behind (namespaces, links, processes, containers, cgroups); list BPF programs still held')
     c.add_argument('--testbed', default=None, help='also reach the nodes of this SSH testbed')
     sub.add_parser('studies', help='list the studies and their profiles')
+    pr = sub.add_parser('prepare', help="build on this machine what the studies' methods need before they measure (their images); `make setup` runs it")
+    pr.add_argument('studies', nargs='*', metavar='STUDY', help='the studies to prepare (default: all)')
     kc = sub.add_parser('kube-cluster', help='start a single-node Kubernetes cluster here (built from the pins), write its testbed inventory, keep it until Ctrl-C')
     kc.add_argument('--inventory', default=None, help='where to write the inventory (default: in the cluster\'s run directory, removed with it)')
     return ap
@@ -154,6 +156,22 @@ def claims_text(study:str, *, campaign:str|None=None, profile:str='quick', resul
         return json.dumps([{'id': r['id'], 'verdict': r['status'], 'claim': r['text'], 'paper': r['paper'], 'measured': r['measured'],
                             'reason': r['reason'], 'needed': r['needed'], 'campaign': cid} for r in t.iter_rows(named=True)], ensure_ascii=False, indent=1)
     return f"{study}, campaign {cid}:\n\n" + claims_markdown(t)
+
+def prepare_studies(names:list[str]|None=None) -> int:
+    "Run each study's `prepare` on this machine (all studies by default), printing what it made ready and in how long; 1 if one failed (named, with why)."
+    from researchkit.studies.catalog import study_names, get_study
+    from researchkit.testbed.nodes import LocalNode
+    studies = [get_study(s) for s in names or study_names()]   # an unknown name fails before anything is built
+    node, failed = LocalNode(), []
+    for s in studies:
+        t0 = time.perf_counter()
+        try: done = s.prepare(node)
+        except ResearchkitError as e:
+            failed.append(s.name); print(f"{s.name}: not prepared: {e}", file=sys.stderr); continue
+        for what, where in done.items(): print(f"{s.name}: {what}: {where} ({time.perf_counter() - t0:.1f} s)")
+        if not done: print(f"{s.name}: nothing to prepare")
+    if failed: print(f"not prepared: {', '.join(failed)} (their runs try again and record why)", file=sys.stderr)
+    return 1 if failed else 0
 
 def main(argv:list[str]|None=None) -> int:
     args = parser().parse_args(argv)
@@ -199,6 +217,7 @@ def main(argv:list[str]|None=None) -> int:
                 except KeyboardInterrupt: pass
             print(f"cluster stopped; host as found: {not c.left}" + (f" (left: {c.left})" if c.left else ''))
             return 0
+        if args.cmd == 'prepare': return prepare_studies(args.studies)
         if args.cmd == 'studies':
             from researchkit.studies.catalog import study_names, get_study, params_path
             for s in study_names():

@@ -192,3 +192,20 @@ def test_claims_command_reads_the_committed_campaign_and_names_a_missing_one(tmp
     assert all(c['verdict'] in ('reproduced', 'refuted', 'inconclusive', 'not measurable') for c in json.loads(r.stdout))
     r = cli('claims', 'cni-net', '--campaign', 'rkNOSUCH')
     assert r.returncode == 1 and 'rkNOSUCH' in r.stderr, r.stderr
+
+def test_prepare_builds_what_the_studies_name_and_says_why_not(tmp_path):
+    "`researchkit prepare` (what `make setup` runs beside the Go builds): the web image for the studies that name it, 'nothing' for the others; an unknown study is bad input; a build that cannot run fails naming the study and the reason."
+    r = cli('prepare', 'runtimes-web', 'cni-net')
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if l.startswith('runtimes-web: rootfs apache2 libapache2-mod-php: '))
+    image = pathlib.Path(line.split(': ')[2].split(' (')[0])
+    assert (image/'usr/sbin/apache2').exists() and (image/'usr/lib/apache2/modules/libphp8.2.so').exists()
+    assert 'cni-net: nothing to prepare' in r.stdout
+    r = cli('prepare', 'no-such-study')
+    assert r.returncode == 2 and "study: 'no-such-study'" in r.stderr, r.stderr
+    # an empty image cache and no debootstrap on PATH: nothing can be built, and the command says so
+    env = {**os.environ, 'RESEARCHKIT_ROOTFS': str(tmp_path/'rootfs'), 'PATH': '/usr/local/bin:/usr/bin:/bin'}
+    r = cli('prepare', 'lsm-bpf', env=env)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert 'lsm-bpf: not prepared:' in r.stderr and 'debootstrap is not installed' in r.stderr, r.stderr
+    assert not any((tmp_path/'rootfs').glob('bookworm-*')), list((tmp_path/'rootfs').iterdir())

@@ -12,7 +12,8 @@ from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, CommandFailed
 
 # %% auto #0
-__all__ = ['WEB_PACKAGES', 'SUITES', 'HOST_BINDS', 'rootfs_key', 'rootfs_image', 'image_manifest', 'host_rootfs']
+__all__ = ['WEB_PACKAGES', 'SUITES', 'HOST_BINDS', 'rootfs_key', 'rootfs_image', 'image_manifest', 'prepare_web_image',
+           'host_rootfs']
 
 # %% ../../nbs/15_rootfs.ipynb #c005
 WEB_PACKAGES = ('apache2', 'libapache2-mod-php')  # Apache 2.4 + PHP 8.2 (bookworm), mpm_prefork + mod_php
@@ -100,6 +101,11 @@ def image_manifest(image:str|pathlib.Path, node:Node|None=None) -> dict:
     "What went into `image`: suite, packages, build time and every installed package's version."
     node = node or LocalNode()
     return json.loads(node.read_text(f"{image}.json"))
+
+# %% ../../nbs/15_rootfs.ipynb #c010b
+def prepare_web_image(node:Node|None=None) -> dict[str, str]:
+    "A study's `prepare`: build the web image (`WEB_PACKAGES`) on `node` if missing; {what: where}."
+    return {f"rootfs {' '.join(WEB_PACKAGES)}": str(rootfs_image(WEB_PACKAGES, node=node))}
 
 # %% ../../nbs/15_rootfs.ipynb #c012
 HOST_BINDS = ('/usr', '/etc')  # bind these read-only into a `host_rootfs` container

@@ -39,6 +39,7 @@ ADAPTIVE = {  # schema fields every study takes (`**ADAPTIVE` in its SCHEMA): re
 def _no_notes(df) -> list[str]: return []
 def _no_preflight(P:dict, inventory) -> None: return None
 def _no_tools(node) -> dict: return {}
+def _no_prepare(node) -> dict: return {}
 
 @dataclass(frozen=True)
 class Study:
@@ -54,12 +55,13 @@ class Study:
     notes: Callable = _no_notes          # (df) -> [Markdown line, ...] for the report
     preflight: Callable = _no_preflight  # (P, inventory) -> None, ConfigError naming the field
     tools: Callable = _no_tools          # (node) -> {tool: version} recorded with every record
+    prepare: Callable = _no_prepare      # (node) -> {what: where}: build on node what the method needs before it measures (its images); idempotent, so `make setup` runs it (`researchkit prepare`) beside the tool builds
     testbeds: tuple = ('local', 'ssh')   # testbed kinds the method runs on ('kubernetes': pods of a cluster, researchkit.testbed.kube)
 
     def __repr__(self): return f"Study({self.name!r})"
 
 # %% ../../nbs/58_study.ipynb #c006
-_ARITY = {'plan': 1, 'measure': 2, 'claims': 0, 'figures': 2, 'notes': 1, 'preflight': 2, 'tools': 1}
+_ARITY = {'plan': 1, 'measure': 2, 'claims': 0, 'figures': 2, 'notes': 1, 'preflight': 2, 'tools': 1, 'prepare': 1}
 _NAME_RE = re.compile(r'^[a-z0-9][a-z0-9-]*$')
 TESTBED_KINDS = ('local', 'ssh', 'kubernetes')   # what an inventory describes: this machine, SSH hosts, a cluster's pods
 

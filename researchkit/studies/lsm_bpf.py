@@ -459,5 +459,6 @@ def tool_versions(node) -> dict:
     out.update({f"mechanism:{n}": (why if ok else f"unavailable: {why}")[:160] for n, ok, why in mechanism_rows()})
     return out
 
+from ..runtimes.rootfs import prepare_web_image   # the web server of the wrk experiment
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
-              figures=figures, notes=notes, tools=tool_versions)
+              figures=figures, notes=notes, tools=tool_versions, prepare=prepare_web_image)

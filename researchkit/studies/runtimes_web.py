@@ -707,5 +707,6 @@ def variants_table(df:pl.DataFrame) -> pl.DataFrame:
              .select('endpoint', 'config', 'runtime', 'connections', pl.col('rps').alias('req/s'), pl.col('cpu_ms').alias('CPU ms/request'), 'n', 'req/s ÷ runc', 'CPU ÷ runc'))
 
 # %% ../../nbs/62_runtimes_web.ipynb #c035
+from ..runtimes.rootfs import prepare_web_image
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
-              figures=figures, notes=notes, preflight=preflight, tools=tool_versions)
+              figures=figures, notes=notes, preflight=preflight, tools=tool_versions, prepare=prepare_web_image)
