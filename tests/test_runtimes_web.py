@@ -46,6 +46,7 @@ def test_quick_plan_covers_the_paper_runtimes_on_both_endpoints():
     ('server_cpus="7"', 'server_cpus'),
     ('rates={cpu: {log10_from: 2, log10_to: 1}, io: {log10_from: 0, log10_to: 1}}', 'rates.cpu'),
     ('duration=0', 'duration'),
+    ('closed_loop={repetitions: 1, runsc_variants: [{platform: ptrace}, {platform: ptrace}]}', 'closed_loop.runsc_variants[1]'),
 ])
 def test_bad_input_fails_before_anything_starts(param, field, tmp_path):
     before, state = _netns(), _run_state()

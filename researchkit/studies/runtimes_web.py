@@ -113,8 +113,9 @@ def check_host(P:dict, cores:int, *, where:str='') -> None:
 
 # %% ../../nbs/62_runtimes_web.ipynb #c010
 def preflight(P:dict, inventory) -> None:
-    "Checks the CLI runs before anything starts: on a local testbed, the quota and cpusets against this machine's cores."
+    "Checks the CLI runs before anything starts: the server configurations (a variant that repeats another), and on a local testbed the quota and cpusets against this machine's cores."
     import os
+    configs(P)
     if all(n.get('kind') == 'local' for n in inventory.spec['nodes']): check_host(P, os.cpu_count())
 
 # %% ../../nbs/62_runtimes_web.ipynb #c013
