@@ -84,3 +84,10 @@ def test_drift_is_found(tmp_path, monkeypatch):
     assert 'parameters cell' in e.value.where
     (root/'params'/'cni-net'/'quick.yaml').write_text((root/'params'/'cni-net'/'quick.yaml').read_text() + '\nrepetitons: 3\n')
     assert any(p.startswith('profile quick') and 'repetitons' in p for p in parameter_drift('cni-net'))
+
+def test_a_parameter_line_papermill_cannot_read_is_drift(tmp_path, monkeypatch):
+    "papermill reads a parameters cell with its own parser: a comment holding '=' hides the line from it (every run then warned 'Passed unknown parameter: core_per_paper_cpu')."
+    root = _copy_project(tmp_path, monkeypatch)
+    _edit_parameters_cell(root/'nbs'/'studies'/'hlf-kata.ipynb', lambda s: s.replace("8 pCPU become 1 core", "8 pCPU = 1 core"))
+    found = parameter_drift('hlf-kata')
+    assert any('papermill cannot read' in p and "'core_per_paper_cpu'" in p for p in found), found

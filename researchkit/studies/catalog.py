@@ -12,7 +12,7 @@ from .contract import Study, check_study, PROFILES, RUN_PARAMETERS, REPRODUCTION
 
 # %% auto #0
 __all__ = ['STUDIES', 'study_names', 'get_study', 'params_path', 'notebook_path', 'read_yaml', 'load_params', 'parameters_cell',
-           'parameter_drift']
+           'papermill_parameters', 'parameter_drift']
 
 # %% ../../nbs/60_catalog.ipynb #c004
 STUDIES = {  # study name -> module defining its `study`
@@ -83,6 +83,17 @@ def parameters_cell(notebook:str|pathlib.Path) -> dict[str, str]:
         out[node.targets[0].id] = line.split('#', 1)[1].strip() if '#' in line else ''
     return out
 
+def papermill_parameters(notebook:str|pathlib.Path) -> list[str]:
+    "The names papermill reads from the notebook's parameters cell (what `papermill --help-notebook` lists and what it checks the passed parameters against)."
+    import nbformat, logging
+    from papermill.translators import PythonTranslator
+    nb = nbformat.read(str(notebook), as_version=4)
+    cell = next(c for c in nb.cells if 'parameters' in c.metadata.get('tags', []))
+    log = logging.getLogger('papermill.translators')
+    was, log.disabled = log.disabled, True   # its 'Unable to parse line' warnings: `parameter_drift` says it
+    try: return [p.name for p in PythonTranslator.inspect(cell)]
+    finally: log.disabled = was
+
 def parameter_drift(study:str|Study) -> list[str]:
     "Where the study's notebook parameters cell or its profiles disagree with its schema (empty: no drift)."
     s = get_study(study)
@@ -97,6 +108,10 @@ def parameter_drift(study:str|Study) -> list[str]:
     if [k for k in cell if k in want] != [k for k in want if k in cell]: problems.append("notebook parameters cell is not in schema order")
     for k in s.schema:
         if k in cell and not cell[k]: problems.append(f"notebook parameter {k!r} has no comment saying what it is")
+    read = papermill_parameters(notebook_path(s))
+    unread = [k for k in cell if k not in read]
+    if unread: problems.append(f"papermill cannot read the parameters cell's lines of {unread} (it then warns 'Passed unknown parameter' on every run): "
+                               "a comment holding '=' or '<' breaks its parser")
     for p in PROFILES:
         try: load_params(s, p)
         except ConfigError as e: problems.append(f"profile {p}: {e}")
