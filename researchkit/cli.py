@@ -158,16 +158,20 @@ def claims_text(study:str, *, campaign:str|None=None, profile:str='quick', resul
     return f"{study}, campaign {cid}:\n\n" + claims_markdown(t)
 
 def prepare_studies(names:list[str]|None=None) -> int:
-    "Run each study's `prepare` on this machine (all studies by default), printing what it made ready and in how long; 1 if one failed (named, with why)."
+    "Run each study's `prepare` on this machine (all studies by default), printing what it made ready and in how long; 1 if one failed (named, with why), 130 if stopped (SIGTERM, SIGHUP, Ctrl-C: what was being built is undone)."
     from researchkit.studies.catalog import study_names, get_study
     from researchkit.testbed.nodes import LocalNode
+    from researchkit.teardown import signals_unwind
     studies = [get_study(s) for s in names or study_names()]   # an unknown name fails before anything is built
     node, failed = LocalNode(), []
     for s in studies:
         t0 = time.perf_counter()
-        try: done = s.prepare(node)
+        try:
+            with signals_unwind(): done = s.prepare(node)   # tools/bootstrap stops it with SIGTERM when a Go build fails
         except ResearchkitError as e:
             failed.append(s.name); print(f"{s.name}: not prepared: {e}", file=sys.stderr); continue
+        except KeyboardInterrupt:
+            print(f"{s.name}: stopped while preparing; its half-made build was removed", file=sys.stderr); return 130
         for what, where in done.items(): print(f"{s.name}: {what}: {where} ({time.perf_counter() - t0:.1f} s)")
         if not done: print(f"{s.name}: nothing to prepare")
     if failed: print(f"not prepared: {', '.join(failed)} (their runs try again and record why)", file=sys.stderr)

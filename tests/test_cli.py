@@ -3,6 +3,7 @@ import os, re, time, signal, subprocess, pathlib
 import polars as pl
 import pytest
 from _cli import cli
+import _cli
 from researchkit.results.store import ResultStore
 from researchkit.studies import cni_net as cn
 
@@ -209,3 +210,25 @@ def test_prepare_builds_what_the_studies_name_and_says_why_not(tmp_path):
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert 'lsm-bpf: not prepared:' in r.stderr and 'debootstrap is not installed' in r.stderr, r.stderr
     assert not any((tmp_path/'rootfs').glob('bookworm-*')), list((tmp_path/'rootfs').iterdir())
+
+def test_prepare_stopped_mid_build_leaves_nothing(tmp_path):
+    "tools/bootstrap stops `researchkit prepare` with SIGTERM when a Go build fails: the debootstrap it started is killed and its half-made image, /proc mount included, removed."
+    import glob
+    root = tmp_path/'rootfs'
+    env = {**os.environ, 'RESEARCHKIT_ROOTFS': str(root)}   # an empty image cache: a real build starts
+    p = subprocess.Popen([*_cli.CLI, 'prepare', 'runtimes-web'], cwd=_cli.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t_end = time.monotonic() + 120
+        while not glob.glob(str(root/'.build-*/debootstrap')) and time.monotonic() < t_end and p.poll() is None: time.sleep(0.2)
+        assert glob.glob(str(root/'.build-*/debootstrap')), (p.poll(), p.stderr.read() if p.poll() is not None else '')   # debootstrap is at work
+        time.sleep(2)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None: p.kill(); p.communicate()
+    assert p.returncode == 130, (out, err)
+    assert 'runtimes-web: stopped while preparing' in err, err
+    assert not list(root.iterdir()) or [x.name for x in root.iterdir()] == ['.lock'], list(root.iterdir())
+    assert str(root) not in open('/proc/self/mountinfo').read()
+    ps = subprocess.run(['ps', '-eo', 'args='], capture_output=True, text=True).stdout
+    assert str(root) not in ps, [l for l in ps.splitlines() if str(root) in l]

@@ -79,8 +79,8 @@ def rootfs_image(packages=WEB_PACKAGES,   # Debian packages installed on top of 
     q = shlex.quote
     mirror = _mirror(node)
     with Teardown() as td:  # interrupted builds leave nothing half-made (the flock is released with the process)
-        td.add(f"rootfs build {tmp}", lambda: node.run(f"umount -l {q(tmp)}/proc 2>/dev/null; rm -rf {q(tmp)}", check=False, timeout=300),
-               undo=f"umount -l {q(tmp)}/proc 2>/dev/null; rm -rf {q(tmp)} {q(tmp)}.log", node=node.ledger_node)
+        gone = f"umount -l {q(tmp)}/proc 2>/dev/null; rm -rf {q(tmp)} {q(tmp)}.sh {q(tmp)}.log {q(tmp)}.versions"   # after a success only the script's side files are left
+        td.add(f"rootfs build {tmp}", lambda: node.run(gone, check=False, timeout=300), undo=gone, node=node.ledger_node)
         script = _build_script(final, tmp, suite, pk, mirror)
         node.write_text(f"{tmp}.sh", script)
         t0 = time.time()
@@ -94,7 +94,6 @@ def rootfs_image(packages=WEB_PACKAGES,   # Debian packages installed on top of 
                         'versions': dict(l.split(' ', 1) for l in node.read_text(f"{tmp}.versions").splitlines() if ' ' in l)}
             node.write_text(f"{final}.json", json.dumps(manifest, indent=1))
             node.run(f"mv {q(tmp)} {q(final)}", timeout=60)
-        node.run(f"rm -f {q(tmp)}.sh {q(tmp)}.log {q(tmp)}.versions", check=False, timeout=30)
     return pathlib.Path(final)
 
 def image_manifest(image:str|pathlib.Path, node:Node|None=None) -> dict:
