@@ -63,7 +63,16 @@ def test_smoke_run_end_to_end(tmp_path):
     ups = df.filter(pl.col('experiment') == 'network').sort('timestamp')['runtime'].unique(maintain_order=True).to_list()
     assert ups == ['runsc', 'runc'], ups
     cap = val('calibration', 'capacity', role='secure')[0]
-    assert cap > 1 and (abs(val('budget', 'offered_rate') - 0.7 * cap) < 1e-6).all()
+    # before the sweep the rate was loaded on the stand-in at the largest budget, stepped down while not carried: the points offer
+    # the first rate carried (or the last checked); native's calibration (for the report) has no check
+    checks = df.filter((pl.col('experiment') == 'rate_check') & (pl.col('metric') == 'carried')).sort('step')
+    n = checks.height
+    assert 1 <= n <= hk.RATE_CHECKS and set(checks['runtime']) == {'runsc'} and checks['step'].to_list() == list(range(n)), checks
+    assert checks['value'][:-1].to_list() == [0.0] * (n - 1) and (checks['value'][-1] == 1.0 or n == hk.RATE_CHECKS), checks
+    assert (abs(checks['rate'] - pl.Series([round(0.7 * cap * hk.RATE_STEP ** k, 3) for k in range(n)])) < 1e-6).all(), checks
+    scale = val('calibration', 'rate_scale', role='secure')[0]
+    assert scale == pytest.approx(hk.RATE_STEP ** (n - 1)) and val('calibration', 'rate_scale', role='native').is_empty()
+    assert cap > 1 and (abs(val('budget', 'offered_rate') - 0.7 * cap * scale) < 1e-6).all()
     for rt in ('runc', 'runsc'):
         assert (val('budget', 'throughput', runtime=rt) > 0).all() and (val('budget', 'fabric_cpu_cores', runtime=rt) > 0).all(), rt
     # the quotas were the point's: B/7 each at Fig. 3's points; Fig. 4's (1, 4) pair gave each peer 4 x 0.125 cores
@@ -115,6 +124,32 @@ def test_ctrl_c_loses_only_the_point_in_flight_and_a_rerun_resumes(tmp_path, bac
     pts = hk.plan(load_params('hlf-kata', 'smoke') | {'vcpu': {'sets': [], 'runtimes': ['secure']}}, 'runsc')['budget']
     got = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'throughput'))
     assert got.height == len(pts) and got['point_key'].n_unique() == len(pts)   # every point exactly once
+
+def _fifo_rows(rate:float, service_s:float, seconds:float, warmup:float=1.0) -> pl.DataFrame:
+    "rk-load's rows for an open loop at `rate` onto one FIFO server taking `service_s` per tx (committed when served)."
+    rows, free = [], 0.0
+    for i in range(int((warmup + seconds) * rate)):
+        t = i / rate
+        free = max(free, t) + service_s
+        rows.append({'tx_id': str(i), 'intended_s': t, 'dispatched_s': t, 'endorsed_s': None, 'submitted_s': None, 'committed_s': free,
+                     'block': int(free), 'ok': True, 'warmup': t < warmup, 'error': ''})
+    return pl.DataFrame(rows, schema=hk_rows_schema())
+
+def hk_rows_schema():
+    from researchkit.workloads.fabload import ROW_SCHEMA
+    return ROW_SCHEMA
+
+def test_a_backlog_building_load_is_not_carried():
+    "The rate check's criterion: a load under the server's rate keeps its latency flat; 25 % above it, the latency grows with the window (by ~0.2 s per s here) and the load counts as not carried."
+    under, at = _fifo_rows(20, 0.04, 5), _fifo_rows(20, 0.05, 5)
+    assert hk.backlog_growth(under) == pytest.approx(0.0, abs=1e-9)
+    g = hk.backlog_growth(_fifo_rows(25 * 1.25, 0.04, 5))   # 31.25 tx/s onto 25 tx/s: 0.25 s more latency per s of sending
+    assert 0.7 < g < 0.9, g   # the last third's sends are ~3.3 s after the first third's: ~0.83 s more queueing
+    m = lambda g, shed=0, ok=100: {'sent': (100.0, ''), 'ok': (float(ok), ''), 'shed': (float(shed), ''), 'backlog_growth_s': (g, '')}
+    assert hk.carried(m(hk.backlog_growth(under))) and hk.carried(m(hk.backlog_growth(at)))   # at capacity exactly: no growth
+    assert not hk.carried(m(g)) and not hk.carried(m(0.0, shed=3)) and not hk.carried(m(0.0, ok=90))
+    assert not hk.carried({'sent': (100.0, ''), 'ok': (100.0, ''), 'shed': (0.0, '')})   # too few commits to tell: not carried
+    assert hk.backlog_growth(_fifo_rows(2, 0.01, 2)) is None   # fewer than 6 commits in the window
 
 def test_a_calibration_that_committed_nothing_is_never_offered_as_zero_tx_s():
     "A capacity of 0 tx/s (a calibration whose every load met a cold network) makes the dependent points not measurable, with the reason, instead of offering 0 tx/s."

@@ -15,11 +15,13 @@ from .contract import Study, ADAPTIVE, check_cpu_budgets
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_OF', 'STANDIN_NOTE', 'VCPU_MECHANISM', 'SCHEMA',
-           'SERIES_EVERY', 'CARRIED', 'CALIBRATION_LOADS', 'TPS', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS',
-           'FEW_TPS', 'FEW_LAT', 'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'quotas',
-           'runtime_rows', 'block_tps', 'Bench', 'measure_fn', 'measure', 'per_rep', 'decide_mean', 'secure_runtime',
+           'SERIES_EVERY', 'CARRIED', 'CALIBRATION_LOADS', 'RATE_CHECKS', 'RATE_STEP', 'BACKLOG_S', 'TPS', 'PAPER',
+           'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT', 'STARVED', 'BARELY', 'study', 'pcpu',
+           'check_params', 'check_host', 'plan', 'quotas', 'runtime_rows', 'block_tps', 'backlog_growth', 'carried',
+           'sets_rates', 'Bench', 'measure_fn', 'check_rate', 'measure', 'per_rep', 'decide_mean', 'secure_runtime',
            'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios',
-           'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'notes', 'preflight', 'tool_versions']
+           'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'rate_check_note', 'notes', 'preflight',
+           'tool_versions']
 
 # %% ../../nbs/64_hlf_kata.ipynb #c005
 NAME = 'hlf-kata'
@@ -154,6 +156,9 @@ def quotas(P:dict, pt:dict) -> dict[str, float]:
 SERIES_EVERY = 1.0   # s: bins of the CPU-over-time records (one point per runtime)
 CARRIED = 0.97       # a calibration that commits at least this share of its offered rate only bounds the capacity from below
 CALIBRATION_LOADS = 3   # a calibration that commits fewer than two blocks (a cold chaincode) is loaded again, at most this often
+RATE_CHECKS = 3      # loads of the rate to offer, at the calibration's budget, before the sweep: each RATE_STEP x the one before until one is carried
+RATE_STEP = 0.8
+BACKLOG_S = 0.5      # s: a load whose latency grows by more than this from the first third of its window's sends to the last builds a backlog
 
 def runtime_rows(P:dict, node) -> list[tuple[str, str, bool, str]]:
     "(role, runtime, ok, version or the measured reason) for the native, secure and stand-in runtimes on `node` (`Runtime.available`, no container started)."
@@ -185,6 +190,25 @@ def block_tps(rows:pl.DataFrame, t0:float, t1:float) -> float|None:
     b = ok.group_by('block').agg(pl.len().alias('n'), pl.col('committed_s').min().alias('t')).filter((pl.col('t') >= t0) & (pl.col('t') < t1)).sort('t')
     if b.height < 2 or b['t'][-1] <= b['t'][0]: return None
     return float(b['n'][1:].sum()) / (b['t'][-1] - b['t'][0])
+
+def backlog_growth(rows:pl.DataFrame) -> float|None:
+    "Median latency of the committed tx sent in the last third of the measured window minus that of the first third (s; rk-load's rows): about 0 when the load is carried, growing with the window when a backlog builds; None with fewer than 6 commits."
+    w = rows.filter(~pl.col('warmup') & pl.col('ok') & pl.col('committed_s').is_not_null())
+    if w.height < 6: return None
+    t0, t1 = w['intended_s'].min(), w['intended_s'].max()
+    lat = lambda e: w.filter(e).select((pl.col('committed_s') - pl.col('intended_s')).median()).item()
+    a, b = lat(pl.col('intended_s') <= t0 + (t1 - t0) / 3), lat(pl.col('intended_s') >= t1 - (t1 - t0) / 3)
+    return None if a is None or b is None else float(b - a)
+
+def carried(m:dict) -> bool:
+    "Whether a load's metrics say it was carried: nothing shed, at least CARRIED of the window's tx committed, no backlog building (growth <= BACKLOG_S)."
+    sent = m.get('sent', (0.0,))[0]
+    return (m.get('shed', (0.0,))[0] == 0 and sent > 0 and m.get('ok', (0.0,))[0] >= CARRIED * sent
+            and m.get('backlog_growth_s', (math.inf,))[0] <= BACKLOG_S)
+
+def sets_rates(P:dict, pt:dict) -> bool:
+    "Whether calibration point `pt` is of the runtime whose capacity sets every offered rate (native's for `capacity`, the secure one's for `secure_capacity`)."
+    return (P['rate_unit'] == 'capacity' and pt.get('role', 'native') == 'native') or (P['rate_unit'] == 'secure_capacity' and pt.get('role') == 'secure')
 
 class Bench:
     "What the sweeps share: one Fabric network at a time (a runtime's network comes up once and stays up while its points run), the capacity that sets the rates, the per-point quotas, monitor and load."
@@ -231,7 +255,8 @@ class Bench:
             whose = {'role': 'secure'} if secure else {'runtime': self.P['native']}
             c = select(df, 'capacity', experiment='calibration', **whose) if df.height and all(k in df.columns for k in whose) else pl.DataFrame()
             if c.is_empty(): raise NotMeasurable('offered rate', f"rates are fractions of the {'secure runtime' if secure else 'native'} capacity, but its calibration was not measured")
-            self.capacity = float(c['value'].median())
+            s = select(df, 'rate_scale', experiment='calibration', **whose)   # the check loads' step down (campaigns before it: none)
+            self.capacity = float(c['value'].median()) * (float(s['value'].median()) if s.height else 1.0)
         if self.capacity <= 0:   # never offer 0 tx/s: say why instead
             raise NotMeasurable('offered rate', f"rates are fractions of the {'secure runtime' if pt['rate_unit'] == 'secure_capacity' else 'native'} "
                                                 f"capacity, and its calibration committed nothing ({self.capacity:g} tx/s)")
@@ -264,6 +289,8 @@ class Bench:
             if tb is not None: m['tps_blocks'] = (tb, 'tx/s of the blocks committed in the window after its first block, over the time from its first to its last block')
         tl = block_tps(rows, -math.inf, math.inf)   # the calibration's capacity: a load above it keeps Fabric saturated from its first block to its last
         if tl is not None: m['tps_load_blocks'] = (tl, 'tx/s of the whole load (warm-up, window, drain): its blocks after the first, over the time from its first to its last block')
+        g = backlog_growth(rows)
+        if g is not None: m['backlog_growth_s'] = (g, "s: median latency of the window's last third of sends minus its first third (> 0: a backlog builds)")
         if m['ok'][0] == 0: m = {k: v for k, v in m.items() if not k.startswith('latency_')}   # nothing committed: no latency
         shed = m.get('failed_inflight_cap', (0.0, ''))[0]
         m['shed'] = (shed, f'tx not sent: {cap} in flight (in-flight cap = rate x {P["inflight_s"]:g} s)')
@@ -323,10 +350,32 @@ def measure_fn(experiment:str, P:dict, bench:Bench):
             carried = cap / pt['rate']
             m['carried'] = (carried, 'capacity / offered rate')
             m['capacity_lower_bound'] = (float(carried >= CARRIED), f"flag: 1 = the calibration carried >= {CARRIED:.0%} of its offered rate, so the capacity is at least this (offer more to measure it)")
+            if sets_rates(P, pt): m.update(check_rate(bench, P, pt, rep, cap))
             return m
         series = experiment == 'budget' and rep == 0 and pt['budget'] == max(P['budgets']) and pt['rate'] == P['rates'][0]
         return bench.load(pt, rep, rate=bench.rate(pt), series=series)
     return measure
+
+def check_rate(bench:Bench, P:dict, pt:dict, rep:int, capacity:float) -> dict:
+    "Load the rate the sweep will offer (the first rate's fraction of `capacity`) at the calibration's budget with the sweep's window and timeout, stepping it down (x RATE_STEP, at most RATE_CHECKS loads) while it is not carried; each load is recorded (experiment `rate_check`). The calibration's metrics: the scale the capacity is multiplied by before the fractions apply."
+    # the capacity is read from the blocks of one saturating load, when Fabric cuts full blocks and the drain only orders and
+    # commits: a regime more efficient than the sweep's blocks (cut by the batch timeout). On a Zen 3 host 0.6 x that reading (39 tx/s) was twice what
+    # runsc then carried at the same budget, and the TPS ratio there decided claim 1 (campaign rkf4ad: refuted; rk45e9: inconclusive)
+    base = P['rates'][0] * capacity
+    for k in range(RATE_CHECKS):
+        r = base * RATE_STEP ** k
+        m = bench.load({**pt, 'seconds': P['seconds'], 'rate_unit': 'tx/s'}, rep, rate=r)
+        ok = carried(m)
+        m['carried'] = (float(ok), f"flag: 1 = carried (nothing shed, >= {CARRIED:.0%} committed, latency growth <= {BACKLOG_S:g} s)")
+        bench.run.record('rate_check', {**{k_: v for k_, v in pt.items() if k_ not in ('rate', 'seconds')}, 'step': k, 'rate': round(r, 3),
+                                        'seconds': P['seconds']}, m, repetition=rep)
+        print(f"hlf-kata: {pt['runtime']} at {pt['budget']:g} cores offered {r:.1f} tx/s (step {k}): "
+              f"{'carried' if ok else 'not carried'} (committed {m.get('ok', (0,))[0]:g} of {m.get('sent', (0,))[0]:g}, shed {m['shed'][0]:g}, "
+              f"latency growth {m.get('backlog_growth_s', (math.nan,))[0]:.2f} s)")
+        if ok: break
+    return {'rate_scale': (RATE_STEP ** k, f"the offered rates' scale: {P['rates'][0]:g} x capacity x this was "
+                                          f"{'carried' if ok else 'the last checked (none carried)'} at the calibration's budget"),
+            'rate_checks': (float(k + 1), 'check loads run'), 'rate_carried': (float(ok), 'flag: 1 = the last check load was carried')}
 
 def _unavailable(reason:str):
     def measure(pt, rep): raise NotMeasurable(pt.get('runtime', 'runtime'), reason)
@@ -700,6 +749,23 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
             paths += save_chart(c2, outdir, 'cpu_by_class')
     return paths
 
+def rate_check_note(df:pl.DataFrame) -> str:
+    "The report's sentence on the check loads that set the offered rate (experiment `rate_check`), or ''."
+    from researchkit.claims import select
+    ch = select(df, 'carried', experiment='rate_check')
+    if ch.is_empty(): return ''
+    rows = list(ch.sort('repetition', 'step').iter_rows(named=True))
+    g = {(r['repetition'], r['step']): r for r in select(df, 'backlog_growth_s', experiment='rate_check').iter_rows(named=True)}
+    steps = '; '.join(f"{r['rate']:.1f} tx/s {'carried' if r['value'] else 'not carried'}"
+                      + (f" (latency growth {g[(r['repetition'], r['step'])]['value']:.2f} s)" if (r['repetition'], r['step']) in g else '')
+                      for r in rows)
+    last = rows[-1]
+    return (f" Before the sweep, the rate was loaded on {last['runtime']} at {last['budget']:g} cores with the points' window and timeout, "
+            f"and stepped down by ×{RATE_STEP:g} while it was not carried (a backlog building, load shed or under {CARRIED:.0%} committed): "
+            f"{steps}. The calibration's saturating load cuts full blocks and commits its backlog after sending stops, a regime "
+            f"cheaper per tx than the points' blocks (cut by the batch timeout), so its reading alone can overstate what the points carry."
+            + ('' if last['value'] else f" **None of the {len(rows)} check loads was carried**: the points offer the last one checked."))
+
 def notes(df:pl.DataFrame) -> list[str]:
     "Markdown for the report: which runtime stood in for Kata and why, the calibrated capacities and the offered rate, network start-up, Fig. 3 and Fig. 4 tables."
     from researchkit.claims import select, not_measurable_reason
@@ -717,18 +783,23 @@ def notes(df:pl.DataFrame) -> list[str]:
         caps = ', '.join(f"{r['runtime']}{' (secure role)' if r.get('role') == 'secure' else ''} {'≥ ' if low(r) else ''}{r['value']:.1f} tx/s "
                          f"(offered {r['rate']:g})" for r in c.iter_rows(named=True))
         bound = [r['runtime'] for r in c.iter_rows(named=True) if low(r)]
+        how = ("the tx of its blocks over the time from its first block to its last" if select(df, 'tps_load_blocks', experiment='calibration').height
+               else f"tx committed in its {cal['seconds']:g}-s window")   # campaigns before the capacity was read from the blocks
         out += [f"**Offered rate.** Capacity at {cal['budget']:g} cores split equally over the 7 containers (an open-loop run above it; "
-                f"tx committed in its {cal['seconds']:g}-s window): {caps}." +
+                f"{how}): {caps}." +
                 (f" {' and '.join(bound)} carried at least {CARRIED:.0%} of what its calibration offered, so its capacity is only bounded from "
                  f"below (≥): offer more (`calibration.native_rate`) to measure it." if bound else '')]
         if o.height:
             off = o['value'].median()
             rel = ', '.join(f"{'≤ ' if low(r) else ''}{off / r['value']:.2f} × {r['runtime']}'s" for r in c.iter_rows(named=True) if r['value'] > 0)
             whose = "the secure runtime's (or its stand-in's)" if unit == 'secure_capacity' else "native's"
-            out[-1] += (f" Every point offers {off:.1f} tx/s = {o['rate'][0]:g} × {whose} capacity ({rel} capacity)" +
+            sc = select(df, 'rate_scale', experiment='calibration')   # the rate check's step down (below)
+            scale = f" × {sc['value'].median():.3g} (the rate check's step)" if sc.height and sc['value'].median() != 1 else ''
+            out[-1] += (f" Every point offers {off:.1f} tx/s = {o['rate'][0]:g}{scale} × {whose} capacity ({rel} capacity)" +
                         (": a load both runtimes carry once cores are plentiful, so that at the largest budget the comparison is between two "
                          "runtimes carrying the same load (as in the paper, where both reached nearly the same TPS at 4 pCPU), while the smaller "
                          "budgets push the secure runtime, and then native, below it." if unit == 'secure_capacity' else '.'))
+        out[-1] += rate_check_note(df)
         out += ['']
     n = select(df, 'up_s', experiment='network')
     if n.height:
