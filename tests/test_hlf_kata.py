@@ -69,7 +69,7 @@ def test_smoke_run_end_to_end(tmp_path):
     n = checks.height
     assert 1 <= n <= hk.RATE_CHECKS and set(checks['runtime']) == {'runsc'} and checks['step'].to_list() == list(range(n)), checks
     assert checks['value'][:-1].to_list() == [0.0] * (n - 1) and (checks['value'][-1] == 1.0 or n == hk.RATE_CHECKS), checks
-    assert (abs(checks['rate'] - pl.Series([round(0.7 * cap * hk.RATE_STEP ** k, 3) for k in range(n)])) < 1e-6).all(), checks
+    assert (abs(checks['rate'] - pl.Series([round(0.7 * cap * hk.RATE_STEP ** k * hk.HEADROOM, 3) for k in range(n)])) < 1e-6).all(), checks
     scale = val('calibration', 'rate_scale', role='secure')[0]
     assert scale == pytest.approx(hk.RATE_STEP ** (n - 1)) and val('calibration', 'rate_scale', role='native').is_empty()
     assert cap > 1 and (abs(val('budget', 'offered_rate') - 0.7 * cap * scale) < 1e-6).all()
