@@ -73,6 +73,10 @@ def test_smoke_run_end_to_end(tmp_path):
     closed = df.filter((pl.col('experiment') == 'closed') & (pl.col('metric') == 'cpu_s_per_request'))   # the cross-check ran
     assert set(closed['runtime']) == {'runc', 'runsc'} and set(closed['endpoint']) == {'cpu', 'io'} and (closed['value'] > 0).all()
     assert set(closed['config']) == {'default'} and rw.server_configs(df)['default'] == {'app': 'image', 'runsc': rw.runsc_config()}
+    burst = df.filter((pl.col('experiment') == 'burst') & (pl.col('metric') == 'throughput_rps'))   # the open loop without keep-alive ran
+    assert set(burst['runtime']) == {'runc', 'runsc'} and set(burst['endpoint']) == {'cpu'} and (burst['keepalive'] == False).all() and (burst['value'] > 0).all()
+    x = rw.cross_check(df)
+    assert {'no keep-alive: answers/s', 'no keep-alive: CPU ms/request'} <= set(x.columns) and (x.filter(pl.col('endpoint') == 'cpu')['no keep-alive: answers/s'] != '—').all(), x
     kata = df.filter((pl.col('runtime') == 'kata') & (pl.col('metric') == 'not_measurable'))
     assert kata.height and kata['note'].str.to_lowercase().str.contains('kvm').all()
     table = evaluate(rw.claims(), df)

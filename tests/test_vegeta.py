@@ -62,11 +62,38 @@ def test_nobody_listening(net):
     assert m['success'] == 0 and m['ok'] == 0 and m['no_response'] == m['requests'] == 10
     assert 'refused' in m['errors'][0] and 'code_200' not in m
 
+# HTTP/1.1 (keep-alive): each request's client port appended to a file, so the test counts the connections vegeta opened
+PORTS = ("import http.server, sys\n"
+         "class H(http.server.BaseHTTPRequestHandler):\n"
+         "    protocol_version = 'HTTP/1.1'\n"
+         "    def do_GET(self):\n"
+         "        open(sys.argv[3], 'a').write(f'{self.client_address[1]}\\n')\n"
+         "        self.send_response(200); self.send_header('Content-Length', '3'); self.end_headers(); self.wfile.write(b'ok\\n')\n"
+         "    def log_message(self, *a): pass\n"
+         "http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), H).serve_forever()\n")
+
+def test_keepalive_off_opens_a_connection_per_request(net):
+    "vegeta's default reuses connections; keepalive=False opens one per request (the server sees a new client port each time)."
+    (srv, cli), ips, td = net
+    log = f"/tmp/{srv.netns}-ports"
+    td.add(f"file {log}", lambda: LocalNode().run(f"rm -f {log}"), undo=f"rm -f {log}")
+    LocalNode().write_text(f"{log}.py", PORTS)
+    td.add(f"file {log}.py", lambda: LocalNode().run(f"rm -f {log}.py"), undo=f"rm -f {log}.py")
+    proc, port = serve(srv, lambda p: f"{PY} {log}.py {ips[0]} {p} {log}", teardown=td, label='ports server')
+    ports = lambda: LocalNode().read_text(log).split()
+    for keepalive in (True, False):
+        LocalNode().run(f"rm -f {log}")
+        m = attack(cli, f"http://{ips[0]}:{port}/", rate=20, duration=1, timeout=5, keepalive=keepalive)
+        assert m['success'] == 1.0 and len(ports()) == 20, (keepalive, m)
+        if keepalive: assert len(set(ports())) <= 5, ports()   # one connection, or a few while a response is in flight
+        else: assert len(set(ports())) == 20, ports()
+
 @pytest.mark.parametrize('kw,field', [
     (dict(rate=0), 'rate'), (dict(rate=-5), 'rate'), (dict(rate=float('nan')), 'rate'), (dict(rate='10'), 'rate'), (dict(rate=True), 'rate'),
     (dict(duration=0), 'duration'), (dict(duration=1.5), 'duration'), (dict(duration=-1), 'duration'),
     (dict(timeout=0), 'timeout'), (dict(timeout=-1), 'timeout'), (dict(max_workers=0), 'max_workers'),
-    (dict(url='198.18.0.10/'), 'url'), (dict(url='http://a b/'), 'url'), (dict(method='get'), 'method')])
+    (dict(url='198.18.0.10/'), 'url'), (dict(url='http://a b/'), 'url'), (dict(method='get'), 'method'),
+    (dict(keepalive='no'), 'keepalive')])
 def test_bad_input_fails_before_running(kw, field):
     args = dict(url='http://198.18.0.10/', rate=1, duration=1) | kw
     with pytest.raises(ConfigError) as e: attack(LocalNode(), args.pop('url'), binary='/nonexistent/vegeta', **args)

@@ -66,7 +66,12 @@ CLOSED = {'connections': Field(list, item=int, min=1, max=64, nonempty=True, def
           'runsc_variants': Field(list, item=Field(dict, schema=VARIANT, check=_variant_ok), default=lambda: [],
                                help='other runsc configurations to measure in the closed loop (each names what it changes); app changes are measured for runc too'),
           'variant_connections': Field(list, item=int, min=1, max=64, nonempty=True, default=lambda: [4],
-                               help='connections of the variants\' points')}
+                               help='connections of the variants\' points'),
+          'no_keepalive': Field(dict, schema={e: Field(list, item=float, min=0.01, max=100_000, default=lambda: []) for e in ENDPOINTS},
+                               default=lambda: {e: [] for e in ENDPOINTS},
+                               help="rates (req/s) per endpoint at which the open loop runs again with a new connection per request (experiment 'burst'): "
+                                    "Apache's prefork workers stay bound to an idle keep-alive connection (KeepAliveTimeout), so vegeta's reused "
+                                    "connections can leave the CPU idle while requests queue")}
 
 GRID = {'log10_from': Field(float, min=-1, max=5, help='log10 of the first rate (req/s)'),
         'log10_to':   Field(float, min=-1, max=5, help='log10 of the last rate (req/s)'),
@@ -145,7 +150,7 @@ def server_configs(df:pl.DataFrame) -> dict[str, dict]:
     return {'default': {'app': 'bind', 'runsc': runsc_config()}}
 
 def plan(P:dict) -> dict[str, list[dict]]:
-    "The points of the open-loop sweep (experiment 'load') and of the closed-loop cross-check ('closed') for validated parameters `P`."
+    "The points of the open-loop sweep (experiment 'load'), of the closed-loop cross-check ('closed') and of the open loop without keep-alive ('burst') for validated parameters `P`."
     load = [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'])
             for rt in P['runtimes'] for ep in P['endpoints'] for r in rate_grid(P['rates'][ep])]
     C = P['closed_loop']
@@ -156,7 +161,9 @@ def plan(P:dict) -> dict[str, list[dict]]:
         rts = [rt for rt in ('runc', 'runsc') if rt in P['runtimes'] and (rt == 'runsc' or cfg['app'] not in apps)]
         apps.add(cfg['app'])
         closed += [pt(rt, ep, c, label) for rt in rts for ep in P['endpoints'] for c in C['variant_connections']]
-    return {'load': load, 'closed': closed if C['repetitions'] != 0 else []}
+    burst = [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'], keepalive=False)
+             for rt in P['runtimes'] for ep in P['endpoints'] for r in C['no_keepalive'][ep]]
+    return {'load': load, 'closed': closed if C['repetitions'] != 0 else [], 'burst': burst if C['repetitions'] != 0 else []}
 
 # %% ../../nbs/62_runtimes_web.ipynb #c016
 class Servers:
@@ -243,7 +250,7 @@ def measure_fn(P:dict, servers:Servers):
         inst = servers.get(pt['runtime'])
         cpu0 = inst.cpu_seconds()
         m = attack(servers.client_pod.node, servers.url(pt['endpoint']), rate=pt['rate'], duration=pt['duration'],
-                   timeout=pt['timeout'], cpus=P['client_cpus'])
+                   timeout=pt['timeout'], cpus=P['client_cpus'], keepalive=pt.get('keepalive', True))
         drained = servers.drain()
         cpu = inst.cpu_seconds() - cpu0
         ok = round(m['success'] * m['requests'])
@@ -310,6 +317,8 @@ def measure(run, P:dict) -> None:
     pl_ = plan(P)
     if pl_['closed']:   # the cross-check first: each configuration from a fresh, idle server
         run.sweep('closed', pl_['closed'], closed_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
+    if pl_['burst']:    # the open loop again, a new connection per request: what keep-alive costs Apache's prefork pool
+        run.sweep('burst', pl_['burst'], measure_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
     run.sweep('load', pl_['load'], measure_fn(P, servers), tools=tools)
 
 # %% ../../nbs/62_runtimes_web.ipynb #c020
@@ -621,6 +630,14 @@ def notes(df:pl.DataFrame) -> list[str]:
             out += [f"- The methods disagree beyond their spread for {which}. "
                     "Claims 1–4 compare open-loop knees, the paper's method (success within a fixed timeout), so they use the open loop; "
                     "capacity and CPU per request without a backlog are the closed loop's numbers.", '']
+        if 'no keep-alive: answers/s' in x.columns:
+            out += ["- Why they differ: vegeta (as the paper ran it) reuses its connections, and Apache's prefork worker that served a "
+                    "request stays bound to that connection until the client sends again or KeepAliveTimeout (Debian's 5 s) passes. "
+                    "A burst of reused connections therefore holds workers idle while other requests wait in the listen queue, "
+                    "and Apache forks more workers for them: the CPU idles part of the time, the answers take longer, and each costs "
+                    "more CPU. The 'no keep-alive' columns are the open loop again at the same scale with a new connection per "
+                    "request (experiment `burst`, rates in `closed_loop.no_keepalive`): where they agree with the closed loop and the "
+                    "open loop does not, keep-alive accounts for the difference; both numbers are right for what they measure.", '']
         ct = closed_table(df)
         for ep in ENDPOINTS:
             t = ct.filter(pl.col('endpoint') == ep) if ct.height else ct
@@ -671,6 +688,10 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
     busiest = _per_rep(cl('throughput_rps'), ['endpoint', 'runtime', 'connections']).sort('med', descending=True).unique(['endpoint', 'runtime'], keep='first')
     c_cap = busiest.drop('connections')
     c_cpu = _per_rep(cl('cpu_s_per_request').join(busiest.select('endpoint', 'runtime', 'connections'), on=['endpoint', 'runtime', 'connections']), ['endpoint', 'runtime'])
+    b_cap = _per_rep(select(df, 'throughput_rps', experiment='burst'), ['endpoint', 'runtime'], pl.col('value').max())   # a new connection per request
+    b_ok = select(df, 'success_rate', experiment='burst').filter(pl.col('value') >= SUCCESS_KNEE).select('point_key', 'repetition', 'campaign')
+    b_cpu = _per_rep(select(df, 'cpu_s_per_request', experiment='burst').join(b_ok, on=['point_key', 'repetition', 'campaign']), ['endpoint', 'runtime'])
+    burst = b_cap.height > 0
     rows = []
     get = lambda t, ep, rt: (lambda r: r.row(0, named=True) if r.height else None)(t.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt)))
     cell = lambda r, k=1.0, d=1: '—' if r is None else f"{r['med'] * k:.{d}f} [{r['lo'] * k:.{d}f}–{r['hi'] * k:.{d}f}]"
@@ -678,13 +699,19 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
     for ep in ENDPOINTS:
         for rt in [r for r in RUNTIME_NAMES if get(o_cap, ep, r) or get(c_cap, ep, r)]:
             oc, cc, ou, cu = get(o_cap, ep, rt), get(c_cap, ep, rt), get(o_cpu, ep, rt), get(c_cpu, ep, rt)
+            bc, bu = get(b_cap, ep, rt), get(b_cpu, ep, rt)
             bus = get(busiest, ep, rt)
             agree = []
-            for what, a, b in (('capacity', oc, cc), ('CPU/request', ou, cu)):
-                if a is not None and b is not None and not _overlap((a['lo'], a['hi']), (b['lo'], b['hi'])): agree.append(f"{what} disagrees")
+            for what, a, b, nk in (('capacity', oc, cc, bc), ('CPU/request', ou, cu, bu)):
+                if a is not None and b is not None and not _overlap((a['lo'], a['hi']), (b['lo'], b['hi'])):
+                    x = lambda r: f"{r['med'] / b['med']:.2f} × the closed loop's" if b['med'] else ''
+                    why = '' if nk is None else (f"; without keep-alive {'agrees' if _overlap((nk['lo'], nk['hi']), (b['lo'], b['hi'])) else 'disagrees too'}: "
+                                                 f"{x(nk)}")
+                    agree.append(f"{what} disagrees ({x(a)}{why})")
             rows.append({'endpoint': ep, 'runtime': rt, 'open loop: most answers/s': cell(oc, 1, 2),
                          'closed-loop capacity (req/s)': cell(cc, 1, 2) + (f" at c={bus['connections']}" if bus else ''),
                          'open-loop CPU ms/request': cell(ou, 1000), 'closed-loop CPU ms/request': cell(cu, 1000),
+                         **({'no keep-alive: answers/s': cell(bc, 1, 2), 'no keep-alive: CPU ms/request': cell(bu, 1000)} if burst else {}),
                          'capacity runsc/runc open | closed': f"{ratio(oc, get(o_cap, ep, 'runc')) or '—'} | {ratio(cc, get(c_cap, ep, 'runc')) or '—'}" if rt != 'runc' else '',
                          'CPU runsc/runc open | closed': f"{ratio(ou, get(o_cpu, ep, 'runc')) or '—'} | {ratio(cu, get(c_cpu, ep, 'runc')) or '—'}" if rt != 'runc' else '',
                          'methods': '; '.join(agree) or 'agree (ranges overlap)'})

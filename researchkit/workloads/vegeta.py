@@ -91,6 +91,7 @@ def attack(node:Node,           # where vegeta runs (a client pod namespace, a r
            timeout:float=30,    # seconds each request may take (the study: 30 s)
            cpus=None,           # pin vegeta (taskset list, e.g. '1')
            max_workers:int|None=None, # cap on vegeta's workers (None: unlimited, i.e. truly open loop)
+           keepalive:bool=True, # reuse connections (vegeta's default, as the paper ran it); False: a new connection per request
            method:str='GET',
            binary:str|None=None, # vegeta to use; None: `go_tool('vegeta', node)`
            margin:float=30,      # extra seconds allowed for start-up and the report
@@ -108,6 +109,8 @@ def attack(node:Node,           # where vegeta runs (a client pod namespace, a r
     out = f"/tmp/{current_run_id()}-vegeta-{secrets.token_hex(4)}.bin"
     flags = ['-rate', rate_flag(rate), '-duration', f'{duration}s', '-timeout', f'{round(timeout * 1000)}ms', '-output', out]
     if max_workers is not None: flags += ['-max-workers', max_workers]
+    if not isinstance(keepalive, bool): raise ConfigError('keepalive', f"expected true or false, got {keepalive!r}")
+    if not keepalive: flags += ['-keepalive=false']
     q = shlex.quote
     script = (f"set -e; unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY; printf '%s\\n' {q(f'{method} {url}')} | {q(veg)} attack {shlex.join(map(str, flags))}; "
               f"echo @@times; times; echo @@report; {q(veg)} report -type=json {q(out)}")
