@@ -20,9 +20,9 @@ from ..workloads.webapp import APP_PLACES
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
            'GRID', 'SCHEMA', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'study', 'rate_grid', 'check_host',
            'preflight', 'configs', 'describe', 'server_configs', 'plan', 'Servers', 'tool_versions', 'measure_fn',
-           'closed_fn', 'run_sweep', 'measure', 'curve', 'knee', 'gap', 'capacity', 'grid_step', 'select_load',
-           'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes', 'closed_table',
-           'cross_check', 'variants_table']
+           'closed_fn', 'run_sweep', 'measure', 'curve', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step',
+           'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes',
+           'closed_table', 'cross_check', 'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -341,9 +341,15 @@ def gap(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc') -> tuple[flo
     j = ca.join(cb, on='rate', suffix='_b').with_columns((pl.col('median') - pl.col('median_b')).alias('gap')).sort('gap', descending=True)
     return j['gap'][0], j['rate'][0]
 
+def several_requests(df:pl.DataFrame, experiment:str='load') -> pl.DataFrame:
+    "`df` without the points of `experiment` that sent fewer than 2 requests: vegeta reports such a point as answered at the rate it was sent (one request in a 1-s attack reads 1 req/s), which says nothing of a capacity."
+    from researchkit.claims import select
+    one = select(df, 'requests', experiment=experiment).filter(pl.col('value') < 2).select('point_key', 'repetition', 'campaign')
+    return df.join(one, on=['point_key', 'repetition', 'campaign'], how='anti') if one.height else df
+
 def capacity(df:pl.DataFrame, runtime:str, endpoint:str) -> float:
-    "Most successful responses per second at any rate (median over repetitions): the open loop's best goodput (beyond the paper). Short bursts onto Apache's prefork pool: below the steady-state capacity the closed-loop cross-check measures."
-    c = curve(df, runtime, endpoint, 'throughput_rps')
+    "Most successful responses per second at any rate that sent at least 2 requests (median over repetitions): the open loop's best goodput (beyond the paper). Short bursts onto Apache's prefork pool: below the steady-state capacity the closed-loop cross-check measures."
+    c = curve(several_requests(df), runtime, endpoint, 'throughput_rps')
     if c.is_empty(): raise NotMeasurable(f"{runtime} {endpoint}", "no throughput records")
     return c['median'].max()
 
@@ -620,9 +626,9 @@ def notes(df:pl.DataFrame) -> list[str]:
                 "Apache forks workers for the backlog) vs the closed loop's steady state (cgroup CPU from the start until the "
                 "requests still in flight at the end are done, over the requests answered plus those in flight). Median "
                 "[min–max] over repetitions; 'disagrees' when the two ranges do not overlap. '—': no open-loop point that "
-                "held ≥ 99 % also went idle within `drain_s` (its CPU could not be attributed). vegeta reports a point with a "
-                "single request as answered at the rate it was sent, so where the slowest runtime's lowest rate sends one "
-                "request its 'most answers/s' is that rate, not a capacity.", '',
+                "held ≥ 99 % also went idle within `drain_s` (its CPU could not be attributed). Points that sent a single request "
+                "are left out of 'most answers/s': vegeta reports such a point as answered at the rate it was sent, not at a "
+                "capacity.", '',
                 *markdown_table(x.columns, x.rows()), '']
         bad = x.filter(pl.col('methods') != 'agree (ranges overlap)')
         if bad.height:
@@ -682,7 +688,7 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
     from researchkit.claims import select
     if select(df, 'throughput_rps', experiment='closed').is_empty() or select(df, 'throughput_rps', experiment='load').is_empty(): return pl.DataFrame()
     ok = select(df, 'success_rate', experiment='load').filter(pl.col('value') >= SUCCESS_KNEE).select('point_key', 'repetition', 'campaign')
-    o_cap = _per_rep(select(df, 'throughput_rps', experiment='load'), ['endpoint', 'runtime'], pl.col('value').max())
+    o_cap = _per_rep(select(several_requests(df), 'throughput_rps', experiment='load'), ['endpoint', 'runtime'], pl.col('value').max())
     o_cpu = _per_rep(select(df, 'cpu_s_per_request', experiment='load').join(ok, on=['point_key', 'repetition', 'campaign']), ['endpoint', 'runtime'])
     cl = lambda m: select(df, m, experiment='closed').filter(pl.col('config') == 'default')
     busiest = _per_rep(cl('throughput_rps'), ['endpoint', 'runtime', 'connections']).sort('med', descending=True).unique(['endpoint', 'runtime'], keep='first')
