@@ -683,20 +683,25 @@ def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
 
 def _overlap(a:tuple, b:tuple) -> bool: return a[0] <= b[1] and b[0] <= a[1]
 
+def _open_loop_stats(df:pl.DataFrame, experiment:str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    "An open-loop experiment's (`load`: vegeta as the paper ran it; `burst`: a new connection per request) capacity, the most answers/s over its rates that sent at least 2 requests, and CPU per request at its points with ≥ 99 % success, each per endpoint × runtime (`_per_rep`)."
+    from researchkit.claims import select
+    key = ['point_key', 'repetition', 'campaign']
+    ok = select(df, 'success_rate', experiment=experiment).filter(pl.col('value') >= SUCCESS_KNEE).select(*key)
+    cap = _per_rep(select(several_requests(df, experiment), 'throughput_rps', experiment=experiment), ['endpoint', 'runtime'], pl.col('value').max())
+    cpu = _per_rep(select(df, 'cpu_s_per_request', experiment=experiment).join(ok, on=key), ['endpoint', 'runtime'])
+    return cap, cpu
+
 def cross_check(df:pl.DataFrame) -> pl.DataFrame:
     "Open loop (vegeta: capacity = most answers/s, CPU per request at points ≥ 99 % success) against the closed loop (wrk at its busiest connection count: requests/s, CPU per request), per endpoint × runtime in the default configuration, each median [min–max] over repetitions, the runsc/runc ratios by each method, and whether the two methods' ranges overlap."
     from researchkit.claims import select
     if select(df, 'throughput_rps', experiment='closed').is_empty() or select(df, 'throughput_rps', experiment='load').is_empty(): return pl.DataFrame()
-    ok = select(df, 'success_rate', experiment='load').filter(pl.col('value') >= SUCCESS_KNEE).select('point_key', 'repetition', 'campaign')
-    o_cap = _per_rep(select(several_requests(df), 'throughput_rps', experiment='load'), ['endpoint', 'runtime'], pl.col('value').max())
-    o_cpu = _per_rep(select(df, 'cpu_s_per_request', experiment='load').join(ok, on=['point_key', 'repetition', 'campaign']), ['endpoint', 'runtime'])
+    o_cap, o_cpu = _open_loop_stats(df, 'load')
     cl = lambda m: select(df, m, experiment='closed').filter(pl.col('config') == 'default')
     busiest = _per_rep(cl('throughput_rps'), ['endpoint', 'runtime', 'connections']).sort('med', descending=True).unique(['endpoint', 'runtime'], keep='first')
     c_cap = busiest.drop('connections')
     c_cpu = _per_rep(cl('cpu_s_per_request').join(busiest.select('endpoint', 'runtime', 'connections'), on=['endpoint', 'runtime', 'connections']), ['endpoint', 'runtime'])
-    b_cap = _per_rep(select(df, 'throughput_rps', experiment='burst'), ['endpoint', 'runtime'], pl.col('value').max())   # a new connection per request
-    b_ok = select(df, 'success_rate', experiment='burst').filter(pl.col('value') >= SUCCESS_KNEE).select('point_key', 'repetition', 'campaign')
-    b_cpu = _per_rep(select(df, 'cpu_s_per_request', experiment='burst').join(b_ok, on=['point_key', 'repetition', 'campaign']), ['endpoint', 'runtime'])
+    b_cap, b_cpu = _open_loop_stats(df, 'burst')   # a new connection per request
     burst = b_cap.height > 0
     rows = []
     get = lambda t, ep, rt: (lambda r: r.row(0, named=True) if r.height else None)(t.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt)))
