@@ -159,12 +159,46 @@ def test_an_interrupted_or_killed_run_leaves_no_pod_and_no_namespace(cluster, ku
 
 
 def test_a_study_that_does_not_run_in_pods_refuses_a_kubernetes_testbed_before_anything_starts(tmp_path):
-    "No study's method runs in pods yet: the campaign says so, naming the testbed, before any preflight, cluster contact or record."
+    "A study whose method does not run in pods (all but runtimes-web) says so, naming the testbed, before any preflight, cluster contact or record."
     from researchkit.studies.campaign import Campaign
     (tmp_path/'kubeconfig').write_text('apiVersion: v1\nkind: Config\nclusters: []\n')   # never read: the refusal comes first
     inv = tmp_path/'k.yaml'
     inv.write_text(yaml.safe_dump({'name': 'k', 'kubernetes': {'kubeconfig': str(tmp_path/'kubeconfig')}}))
-    for study in ('runtimes-web', 'hlf-kata', 'cni-net'):
+    for study in ('hlf-kata', 'cni-net', 'lsm-bpf', 'hlf-ec'):
         with pytest.raises(ConfigError) as e: Campaign(study, profile='smoke', testbed=str(inv), results_dir=tmp_path/'r', figures_dir=tmp_path/'f')
         assert e.value.where == 'testbed' and 'does not run on a kubernetes testbed yet' in e.value.msg, e.value
     assert not (tmp_path/'r').exists()
+
+
+def test_runtimes_web_smoke_runs_in_pods_of_a_real_cluster(cluster, kube, tmp_path):
+    "`researchkit run runtimes-web --testbed <the cluster's inventory> --profile smoke`: the web server a pod per runtime class, vegeta and wrk in a pod, CPU from the server container's cgroup; runtimes without a class recorded as not measurable with the cluster's reason; the campaign's own records (its wall time) written after the pods are gone."
+    import polars as pl
+    from researchkit.results.store import ResultStore
+    from researchkit.claims import evaluate
+    import researchkit.studies.runtimes_web as rw
+    inv = cluster.write_inventory(tmp_path/'cluster.yaml')
+    r = subprocess.run([str(pathlib.Path(sys.executable).parent/'researchkit'), 'run', 'runtimes-web', '--testbed', str(inv), '--profile', 'smoke',
+                        '--results', str(tmp_path/'results'), '--figures', str(tmp_path/'figures'), '--no-progress'],
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    df = ResultStore(tmp_path/'results').load('runtimes-web')
+    ok = df.filter((pl.col('experiment') == 'load') & (pl.col('metric') == 'success_rate'))
+    assert set(ok['runtime']) == {'runc'} and set(ok['endpoint']) == {'cpu', 'io'} and ok['value'].min() == 1.0, ok
+    cpu = df.filter(pl.col('metric') == 'cpu_s_per_request')
+    assert cpu.height and (cpu['value'] > 0).all() and (cpu['value'] < 5).all()      # the server container's cgroup saw the work
+    nm = df.filter(pl.col('metric') == 'not_measurable')
+    runsc = nm.filter((pl.col('runtime') == 'runsc') & (pl.col('experiment') == 'load'))['note']
+    assert runsc.len() and (runsc.str.contains('CAP_SYS_RESOURCE') if 'runsc' not in cluster.runtime_classes else runsc.str.len_chars() > 0).all()
+    assert nm.filter((pl.col('runtime') == 'kata') & (pl.col('experiment') == 'load'))['note'].str.contains('Kata').all()
+    closed = df.filter((pl.col('experiment') == 'closed') & (pl.col('metric') == 'cpu_s_per_request'))   # wrk in the client pod (the web image carries it)
+    assert set(closed['runtime']) == {'runc'} and set(closed['endpoint']) == {'cpu', 'io'} and ((closed['value'] > 0) & (closed['value'] < 5)).all(), closed
+    burst = df.filter((pl.col('experiment') == 'burst') & (pl.col('metric') == 'success_rate'))
+    assert burst.filter(pl.col('runtime') == 'runc')['value'].to_list() == [1.0], burst
+    tv = json.loads(df.filter(pl.col('experiment') == 'load')['tool_versions'][0])
+    assert tv['kubernetes'] == KUBE_VERSION and tv['wrk'].startswith('wrk ') and tv['apache2'].startswith('2.4') and tv['web image'].startswith('researchkit.local/web:'), tv
+    wall = df.filter((pl.col('experiment') == 'campaign') & (pl.col('metric') == 'wall_s'))   # written after the method's teardown deleted its pods
+    assert wall.height == 1 and 0 < wall['value'][0] < 1200, wall
+    assert df['testbed'][0] == f"kube-{cluster.run_id}"
+    table = evaluate(rw.claims(), df)
+    assert table['id'].to_list() == ['1', '2', '3', '4', 'K']
+    assert [n.metadata.name for n in kube.core.list_namespace().items if n.metadata.name.startswith('rk')] == [], 'a run namespace was left'

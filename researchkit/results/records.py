@@ -167,10 +167,11 @@ def provenance(testbed_name:str,        # the testbed inventory name (e.g. 'loca
 
 def live_provenance(testbed_name:str, node, *, tools:dict|None=None, profile:str='', run_id:str|None=None,
                     campaign:str|None=None) -> Callable[[], dict]:
-    "A callable for `sweep`: git commit, versions and the host facts taken once, the node's facts (load average) on every call; `.host` holds the host's facts."
-    base = provenance(testbed_name, node, tools=tools, profile=profile, run_id=run_id, campaign=campaign)
+    "A callable for `sweep`: git commit, versions and the host facts taken once, the node's facts (load average) on every call; `.host` holds the host's facts. `node` may be a callable giving the node to read at each call (a Kubernetes campaign's facts pod, made again when its namespace is gone)."
+    current = node if callable(node) else (lambda: node)
+    base = provenance(testbed_name, current(), tools=tools, profile=profile, run_id=run_id, campaign=campaign)
     def prov() -> dict:
-        f = node.facts()
+        f = current().facts()
         return {**base, 'hostname': f['hostname'], 'kernel': f['kernel'], 'cores': int(f['cores']),
                 'cpu_model': f['cpu_model'], 'loadavg': float(f['loadavg'])}
     prov.campaign = base['campaign']  # known up front, so a sweep can tell what is recorded without calling prov()

@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/kube_cluster.html.md"""
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c003
 from __future__ import annotations
-import base64, hashlib, io, json, os, pathlib, re, secrets, shlex, shutil, socket, subprocess, tarfile, time
+import base64, hashlib, io, json, os, pathlib, re, secrets, shlex, shutil, socket, subprocess, tarfile, tempfile, time
 from ..core import ConfigError, NotMeasurable, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode
@@ -69,10 +69,23 @@ def cluster_unavailable() -> str|None:
     return None
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c007
-def _layer(entries:list[tuple[str, str|bytes|None, str|None]]) -> bytes:
-    "A layer tar from (path in image, host file or bytes or None for a directory, symlink target or None)."
-    buf = io.BytesIO()
+def _layer(entries:list[tuple[str, str|bytes|None, str|None]], tree:str|None=None, exclude:set[str]=frozenset(), fileobj=None) -> bytes|None:
+    "A layer tar from a directory `tree` (minus `exclude` and the entries' paths), then (path in image, host file or bytes or None for a directory, symlink target or None)."
+    buf = fileobj or io.BytesIO()
     with tarfile.open(fileobj=buf, mode='w', format=tarfile.PAX_FORMAT) as tar:
+        if tree is not None:   # walked here, not by tar.add: a hard link must point to a file that is in the layer
+            skip = {p.lstrip('/') for p in exclude} | {p.lstrip('/') for p, _, _ in entries}
+            for top, dirs, files in os.walk(tree):
+                dirs.sort()
+                for n in sorted(dirs) + sorted(files):
+                    full = os.path.join(top, n); rel = os.path.relpath(full, tree)
+                    if rel in skip: dirs.remove(n) if n in dirs else None; continue
+                    ti = tar.gettarinfo(full, rel)
+                    if ti is None or ti.type == tarfile.FIFOTYPE: continue   # sockets, fifos
+                    ti.mtime = 0
+                    if ti.isreg():
+                        with open(full, 'rb') as f: tar.addfile(ti, f)
+                    else: tar.addfile(ti)
         for path, src, link in entries:
             ti = tarfile.TarInfo(path.lstrip('/')); ti.mtime = 0; ti.uid = ti.gid = 0
             if link is not None: ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, link, 0o777; tar.addfile(ti)
@@ -81,25 +94,36 @@ def _layer(entries:list[tuple[str, str|bytes|None, str|None]]) -> bytes:
                 data = src if isinstance(src, bytes) else pathlib.Path(src).read_bytes()
                 ti.size, ti.mode = len(data), 0o755 if isinstance(src, str) and os.access(src, os.X_OK) else 0o644
                 tar.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
+    return None if fileobj is not None else buf.getvalue()
 
 def image_archive(tag:str,            # image reference, e.g. 'researchkit.local/busybox:1'
                   entries:list,       # (path in image, host file | bytes | None = directory, symlink target | None)
                   dest:str|os.PathLike, # the archive to write
-                  *, entrypoint:list[str]|None=None, cmd:list[str]|None=None, env:list[str]|None=None) -> pathlib.Path:
-    "A one-layer docker-archive tar of `entries` (for `KubeCluster.import_image`)."
-    layer = _layer(entries)
-    diff = 'sha256:' + hashlib.sha256(layer).hexdigest()
+                  *, entrypoint:list[str]|None=None, cmd:list[str]|None=None, env:list[str]|None=None,
+                  tree:str|os.PathLike|None=None,   # a root filesystem directory under the entries (e.g. `rootfs_image()`)
+                  exclude:set[str]=frozenset(),     # paths of `tree` left out, e.g. a default config the image replaces
+                 ) -> pathlib.Path:
+    "A one-layer docker-archive tar of `tree` and `entries` (for `KubeCluster.import_image` or `Kube.image`)."
+    dest = pathlib.Path(dest)
+    with tempfile.TemporaryFile(dir=dest.parent) as lf:   # a root filesystem is too big to hold in memory twice
+        _layer(entries, str(tree) if tree else None, set(exclude), fileobj=lf)
+        lf.seek(0); h = hashlib.sha256()
+        for chunk in iter(lambda: lf.read(1 << 20), b''): h.update(chunk)
+        diff, size = 'sha256:' + h.hexdigest(), lf.tell()
+        lf.seek(0)
+        _write_archive(tag, dest, lf, size, diff, entrypoint=entrypoint, cmd=cmd, env=env)
+    return dest
+
+def _write_archive(tag, dest, layer_file, size, diff, *, entrypoint, cmd, env):
     cfg = json.dumps({'architecture': 'amd64', 'os': 'linux', 'rootfs': {'type': 'layers', 'diff_ids': [diff]},
                       'config': {'Entrypoint': entrypoint, 'Cmd': cmd, 'Env': env or ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
                                  'WorkingDir': '/'}}, sort_keys=True).encode()
     cname = hashlib.sha256(cfg).hexdigest() + '.json'
     manifest = json.dumps([{'Config': cname, 'RepoTags': [tag], 'Layers': ['layer.tar']}]).encode()
-    dest = pathlib.Path(dest)
     with tarfile.open(dest, 'w') as tar:
-        for name, data in (('layer.tar', layer), (cname, cfg), ('manifest.json', manifest)):
+        ti = tarfile.TarInfo('layer.tar'); ti.size = size; ti.mtime = 0; tar.addfile(ti, layer_file)
+        for name, data in ((cname, cfg), ('manifest.json', manifest)):
             ti = tarfile.TarInfo(name); ti.size = len(data); ti.mtime = 0; tar.addfile(ti, io.BytesIO(data))
-    return dest
 
 def pause_image(dest) -> pathlib.Path:
     "The sandbox ('pause') image: Debian's static catatonit in pause mode."
@@ -387,8 +411,11 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
     def inventory(self) -> dict:
         "A testbed inventory for this cluster (`kubernetes:` section): its kubeconfig, runtime classes and imported images."
         rc = dict(self.runtime_classes)
+        why = {'kata': 'no Kata on this cluster: Kata Containers need hardware virtualization and are not installed by researchkit',
+               **({'runsc': self.gvisor_why} if self.gvisor_why else {})}
         return {'name': f"kube-{self.run_id}", 'description': f"the single-node Kubernetes {KUBE_VERSION} cluster of run {self.run_id} on this machine",
-                'kubernetes': {'kubeconfig': self.kubeconfig, 'runtime_classes': rc, 'images': dict(self.images)}}
+                'kubernetes': {'kubeconfig': self.kubeconfig, 'runtime_classes': rc, 'images': dict(self.images),
+                               'local_containerd': self.sock, 'unavailable': {k: v for k, v in why.items() if k not in rc}}}
 
     def write_inventory(self, path:str|os.PathLike|None=None) -> pathlib.Path:
         "Write `inventory()` as YAML (default `<base>/testbed.yaml`, removed with the cluster); its path."

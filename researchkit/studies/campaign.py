@@ -94,6 +94,8 @@ class Campaign:
         self._swept: dict[str, tuple] = {}   # experiment -> (points, measure callable): what adaptive rounds repeat
         self._t0 = self._t_first = None   # when measure() started; when its first sweep started (what came before is setup)
         self._prov, self._tools, self._caps, self._closed, self._host_checked = None, None, None, False, False
+        self._facts_pod = None   # on a Kubernetes testbed: the pod provenance facts are read in
+        self._keep = Teardown(self.teardown.ledger)   # what lives as long as the campaign, not the method (the facts pod): closed by close()
         atexit.register(self.close)
         if not self.measuring: self.id, self.resumed = campaign, False
         elif campaign is not None: self.id, self.resumed = campaign, True
@@ -110,8 +112,15 @@ class Campaign:
     # ---- what the study's method uses --------------------------------------------------------
     @property
     def node(self):
-        "The testbed's first host: where provenance facts are read."
-        return self.testbed.hosts()[0]
+        "The testbed's first host: where provenance facts are read (on a Kubernetes testbed: a pod of the run's, kept for the campaign)."
+        if self.testbed.kube is None: return self.testbed.hosts()[0]
+        kube = self.testbed.kube
+        # made again when it is gone: the method's teardown deletes the run's namespace (with this pod in it) when the method
+        # made the namespace first, and the records written after it (wall time, the campaign's end) read facts too
+        if self._facts_pod is None or not self._facts_pod.started or (kube.owns_namespace and not getattr(kube, '_ns_made', False)):
+            from researchkit.testbed.kube import PodNode
+            self._facts_pod = PodNode(kube, 'facts', teardown=self._keep).start()
+        return self._facts_pod
 
     @property
     def capabilities(self):
@@ -126,7 +135,8 @@ class Campaign:
         if self._tools is None: self._tools = dict(self.study.tools(self.node))   # asked once: it may try every runtime
         if tools and any(self._tools.get(k) != v for k, v in tools.items()): self._tools.update(tools); self._prov = None
         if self._prov is None:
-            self._prov = live_provenance(self.testbed.name, self.node, tools=self._tools, profile=self.profile, run_id=self.run_id, campaign=self.id)
+            node = self.node if self.testbed.kube is None else (lambda: self.node)   # (a pod: read where it is now)
+            self._prov = live_provenance(self.testbed.name, node, tools=self._tools, profile=self.profile, run_id=self.run_id, campaign=self.id)
             if self.resumed and not self._host_checked:
                 self._host_checked = True
                 changes = self.host_changes()
@@ -305,7 +315,9 @@ class Campaign:
         if self._closed: return
         self._closed = True
         try: self.teardown.close()
-        finally: self.testbed.close()
+        finally:
+            try: self._keep.close()
+            finally: self.testbed.close()
 
     def _where(self) -> str:
         root = project_root()

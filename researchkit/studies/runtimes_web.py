@@ -18,11 +18,12 @@ from ..workloads.webapp import APP_PLACES
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
-           'GRID', 'SCHEMA', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'study', 'rate_grid', 'check_host',
-           'preflight', 'configs', 'describe', 'server_configs', 'plan', 'Servers', 'tool_versions', 'measure_fn',
-           'closed_fn', 'run_sweep', 'measure', 'curve', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step',
-           'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes',
-           'closed_table', 'cross_check', 'variants_table']
+           'GRID', 'SCHEMA', 'CLIENT_DEBS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'study', 'rate_grid',
+           'check_host', 'preflight', 'configs', 'describe', 'server_configs', 'plan', 'Servers', 'tool_versions',
+           'measure_fn', 'closed_fn', 'run_sweep', 'measure', 'client_debs', 'web_tag', 'web_archive', 'PodServers',
+           'measure_in_pods', 'curve', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step', 'select_load',
+           'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes', 'closed_table',
+           'cross_check', 'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -226,8 +227,9 @@ class Servers:
 
 # %% ../../nbs/62_runtimes_web.ipynb #c018
 def tool_versions(node, image=None, P:dict|None=None) -> dict:
-    "Versions of the runtimes, vegeta, wrk, Apache and PHP this study runs on `node`; with `P`, the server configurations (`configs`) too."
+    "Versions of the runtimes, vegeta, wrk, Apache and PHP this study runs on `node`; with `P`, the server configurations (`configs`) too. In a pod (a Kubernetes testbed) none: `measure_in_pods` gives the cluster's."
     import json
+    if getattr(node, 'kind', None) == 'pod': return {}
     from researchkit.runtimes.adapters import runtime_rows
     from researchkit.workloads import vegeta, wrk
     out = {f"runtime:{name}": (reason if ok else f"unavailable: {reason}")[:120] for name, ok, reason in runtime_rows(node)}
@@ -305,6 +307,7 @@ def measure(run, P:dict) -> None:
     from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
     from researchkit.networks.datapaths import Topology, testbed_hosts
     tb = run.testbed
+    if tb.kube is not None: return measure_in_pods(run, P)
     server_host = tb.hosts()[0]
     check_host(P, int(server_host.facts()['cores']))
     image = rootfs_image(WEB_PACKAGES, node=server_host)
@@ -318,6 +321,114 @@ def measure(run, P:dict) -> None:
     if pl_['closed']:   # the cross-check first: each configuration from a fresh, idle server
         run.sweep('closed', pl_['closed'], closed_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
     if pl_['burst']:    # the open loop again, a new connection per request: what keep-alive costs Apache's prefork pool
+        run.sweep('burst', pl_['burst'], measure_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
+    run.sweep('load', pl_['load'], measure_fn(P, servers), tools=tools)
+
+# %% ../../nbs/62_runtimes_web.ipynb #c033p
+CLIENT_DEBS = ('wrk', 'libluajit-5.1-2')   # the closed loop's load tool and its one library the web root filesystem lacks
+
+def client_debs() -> list[tuple[str, str|None, str|None]]:
+    "The programs and libraries of `CLIENT_DEBS` as image entries, taken from this host's Debian packages (the same release as the image: `make setup` installs them from apt.txt), so that a pod of the web image can run the closed loop too."
+    import os, subprocess
+    out = []
+    for pkg in CLIENT_DEBS:
+        r = subprocess.run(['dpkg', '-L', pkg], capture_output=True, text=True)
+        if r.returncode: raise NotMeasurable(f"web image: {pkg}", f"the Debian package {pkg} is not installed on this host (apt.txt; `make setup`): {r.stderr.strip()}")
+        for p in r.stdout.split():
+            if not p.startswith(('/usr/bin/', '/usr/lib/')) or os.path.isdir(p) and not os.path.islink(p): continue
+            out.append((p, None, os.readlink(p)) if os.path.islink(p) else (p, p, None))
+    return sorted(out)
+
+def web_tag(**kw) -> str:
+    "The web image's tag: a function of the root filesystem (its content key), the app's files and the client tools' package versions."
+    import hashlib, json, subprocess
+    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
+    from researchkit.workloads.webapp import app_files
+    debs = subprocess.run(['dpkg-query', '-W', *CLIENT_DEBS], capture_output=True, text=True).stdout
+    key = {'root': pathlib.Path(rootfs_image(WEB_PACKAGES)).name, 'files': app_files(**kw), 'client': debs}
+    return f"researchkit.local/web:{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]}"
+
+def web_archive(dest:str,               # where to write the docker-archive tar
+                **kw,                   # `app_files` options (io_file_bytes, access_log)
+               ) -> pathlib.Path:
+    "The web app's image: the study's root filesystem (Apache + PHP, `rootfs_image`) with the app in it and Debian's default site left out, and wrk (`client_debs`: the client pod runs this image too), one layer."
+    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
+    from researchkit.runtimes.kube_cluster import image_archive
+    from researchkit.workloads.webapp import app_files, DOCROOT, SITES_DIR, START_CMD
+    root, files = rootfs_image(WEB_PACKAGES), app_files(**kw)
+    entries = [(DOCROOT, None, None)] + [(f"{DOCROOT}/{r[4:]}" if r.startswith('www/') else f"{SITES_DIR}/{r[6:]}", t.encode(), None)
+                                          for r, t in sorted(files.items())] + client_debs()
+    return image_archive(web_tag(**kw), entries, dest, tree=root, exclude={f"{SITES_DIR}/000-default.conf"},
+                         cmd=['/bin/sh', '-c', START_CMD])
+
+class PodServers:
+    "`Servers` on a Kubernetes testbed: the server a pod of the runtime's RuntimeClass, (re)started on demand; the load generator a pod of its own, of the same image (it carries wrk; vegeta is copied in)."
+    def __init__(self, teardown:Teardown, P:dict, *, kube, image:str):
+        from types import SimpleNamespace
+        from researchkit.testbed.kube import PodNode
+        self.td, self.P, self.kube, self.image = teardown, P, kube, image
+        self.configs = configs(P)
+        self.client_pod = SimpleNamespace(node=PodNode(kube, 'client', image=image, teardown=teardown).start())
+        self.pod, self.runtime, self.config, self.inst, self._td, self.starts = None, None, None, None, None, 0
+        self.start_s: list[float] = []
+        teardown.callback('runtimes-web server pod', self.close)
+
+    def url(self, endpoint:str) -> str:
+        from researchkit.workloads.webapp import endpoint_url, PORT
+        url = endpoint_url(self.pod.ip, endpoint)   # with the port spelled out: the image has no /etc/services, where wrk looks 'http' up
+        return url.replace(f"//{self.pod.ip}/", f"//{self.pod.ip}:{PORT}/", 1)
+
+    get = Servers.get
+    drain = Servers.drain
+
+    def start(self, runtime:str, config:str='default'):
+        from researchkit.testbed.kube import PodNode
+        import shlex
+        from researchkit.workloads.webapp import START_CMD
+        self.close()
+        if config != 'default': raise NotMeasurable(f"{runtime} {config}", "runsc's configuration variants are set through the runsc shim's own config on a cluster, not per pod")
+        try: self.kube.runtime_class(runtime)
+        except ConfigError: raise NotMeasurable(runtime, self.kube.why_not(runtime)) from None
+        self.starts += 1
+        self._td = Teardown(self.td.ledger)
+        t0 = time.perf_counter()
+        mem = self.P.get('memory_mb')
+        self.pod = PodNode(self.kube, f"web{self.starts:03d}", runtime=runtime, image=self.image, cpu=self.P.get('cpu_quota'),
+                           memory=f"{mem}Mi" if mem else None, command=['/bin/sh', '-c', START_CMD], teardown=self._td).start()
+        deadline, url = time.monotonic() + 120, self.url('cpu')
+        # one GET through bash's /dev/tcp: the image (Debian minbase) has no wget, curl or Python
+        get = f"exec 3<>/dev/tcp/{self.pod.ip}/80 && printf 'GET /cpu.php HTTP/1.0\\r\\n\\r\\n' >&3 && head -1 <&3"
+        probe = f"timeout 3 bash -c {shlex.quote(get)} | grep -q ' 200 '"
+        while not self.client_pod.node.run(probe, check=False, timeout=30).ok:
+            if time.monotonic() > deadline: raise NotMeasurable(runtime, f"the web pod {self.pod.pod} did not answer {url} within 120 s")
+            time.sleep(0.2)
+        self.start_s.append(time.perf_counter() - t0)
+        self.inst, self.runtime, self.config = self.pod, runtime, config
+        return self.inst
+
+    def close(self):
+        if self._td is not None: self._td.close()
+        self.pod, self.runtime, self.config, self.inst, self._td = None, None, None, None, None
+
+def measure_in_pods(run, P:dict) -> None:
+    "The method on a Kubernetes testbed: the web image, the client pod, then the same sweeps with the server in a pod per runtime."
+    import json
+    from researchkit.workloads import vegeta, wrk
+    kube = run.testbed.kube
+    image = kube.image('web', web_archive, tag=web_tag())
+    servers = PodServers(run.teardown, P, kube=kube, image=image)
+    c = kube.check()
+    print(f"Kubernetes {c['version']} at {kube.server}: web image {image}; client pod {servers.client_pod.node.pod}")
+    tools = {'kubernetes': c['version'], 'runtime classes': json.dumps(kube.spec['runtime_classes'], sort_keys=True),
+             'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items()),
+             'web image': image, **vegeta.tool_versions(servers.client_pod.node), **wrk.tool_versions(servers.client_pod.node),
+             'server configs': json.dumps(configs(P), sort_keys=True)}
+    v = dict(l.split('\t', 1) for l in servers.client_pod.node.run("dpkg-query -W apache2 libapache2-mod-php8.2", check=False, timeout=30).stdout.splitlines() if '\t' in l)
+    tools.update({'apache2': v.get('apache2', '?'), 'php': v.get('libapache2-mod-php8.2', '?')})   # the image's (the client pod runs it too)
+    pl_ = plan(P)
+    if pl_['closed']:
+        run.sweep('closed', pl_['closed'], closed_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
+    if pl_['burst']:
         run.sweep('burst', pl_['burst'], measure_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
     run.sweep('load', pl_['load'], measure_fn(P, servers), tools=tools)
 
@@ -748,4 +859,5 @@ def variants_table(df:pl.DataFrame) -> pl.DataFrame:
 # %% ../../nbs/62_runtimes_web.ipynb #c035
 from ..runtimes.rootfs import prepare_web_image
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
-              figures=figures, notes=notes, preflight=preflight, tools=tool_versions, prepare=prepare_web_image)
+              figures=figures, notes=notes, preflight=preflight, tools=tool_versions, prepare=prepare_web_image,
+              testbeds=('local', 'ssh', 'kubernetes'))

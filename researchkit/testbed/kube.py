@@ -37,6 +37,9 @@ KUBE_SCHEMA = {
                              help='runtime (runc, runsc, kata) -> RuntimeClass name; null = the default handler'),
     'node_selector': Field(dict, default=lambda: {}, check=_labels_ok, help='labels the nodes of pods must carry'),
     'images': Field(dict, default=lambda: {'busybox': 'busybox:1.36'}, help='image name -> reference; busybox: the shell pods run commands with'),
+    'local_containerd': Field(str, default=None, nonempty=True,
+                              help="a cluster on this machine: its containerd socket, where images researchkit builds (e.g. the web app's) are imported"),
+    'unavailable': Field(dict, default=lambda: {}, help='runtime -> why the cluster has no RuntimeClass for it (measured), said wherever a study asks for it'),
 }
 
 # %% ../../nbs/12b_kube.ipynb #c007
@@ -107,6 +110,33 @@ class Kube:
         if runtime not in rc: raise ConfigError('runtime', f"{runtime!r} has no RuntimeClass in this testbed; it maps: {', '.join(f'{a}={b}' for a, b in rc.items())}")
         return rc[runtime]
 
+    def why_not(self, runtime:str) -> str:
+        "Why pods of `runtime` cannot run on this testbed: the inventory's measured reason, else that it maps no class for it."
+        return self.spec['unavailable'].get(runtime) or (f"the testbed maps no RuntimeClass for {runtime} (kubernetes.runtime_classes: "
+                                                         f"{', '.join(f'{a}={b}' for a, b in self.spec['runtime_classes'].items())})")
+
+    def image(self, name:str,        # image name, e.g. 'web'
+              build=None,            # callable(dest path) -> docker-archive tar of the image, for a cluster on this machine
+              tag:str|None=None,     # the tag `build` gives (known before building: an image already imported is not built again)
+             ) -> str:
+        "The reference of image `name`: the inventory's, else built here and imported into the local cluster's containerd (once per content)."
+        if name in self.spec['images']: return self.spec['images'][name]
+        sock = self.spec['local_containerd']
+        if build is None or sock is None:
+            raise ConfigError(f'kubernetes.images.{name}', f"no {name!r} image: give its reference (a registry the nodes can pull from)")
+        import tempfile, tarfile, subprocess
+        ctr = ['ctr', '--address', sock, '--namespace', 'k8s.io']
+        have = lambda t: t in subprocess.run([*ctr, 'images', 'ls', '-q', f'name=={t}'], capture_output=True, text=True, timeout=60).stdout.split()
+        if tag is not None and have(tag): self.spec['images'][name] = tag; return tag
+        with tempfile.TemporaryDirectory(prefix='rk-image-') as d:
+            tar = build(f"{d}/{name}.tar")
+            with tarfile.open(tar) as t: tag = json.loads(t.extractfile('manifest.json').read())[0]['RepoTags'][0]
+            if not have(tag):
+                r = subprocess.run([*ctr, 'images', 'import', '--platform', 'linux/amd64', tar], capture_output=True, text=True, timeout=900)
+                if r.returncode: raise NotMeasurable(f"image {name}", f"ctr images import into {sock} failed: {r.stderr.strip()[-400:]}")
+        self.spec['images'][name] = tag
+        return tag
+
     def check_cpu(self, cpu:float|None, node:str|None=None):
         "`ConfigError('cpu')` when a CPU limit exceeds what any node (or `node`) can give a pod."
         if cpu is None: return
@@ -122,8 +152,9 @@ class Kube:
         "Create the run's own namespace (deleted with everything in it by `teardown`, or by `researchkit cleanup` after a kill)."
         if not self.owns_namespace or getattr(self, '_ns_made', False): return
         k = _client()
-        teardown.add(f"kubernetes namespace {self.namespace}", lambda: delete_namespace(self.core, self.namespace),
-                     undo=self.cleanup_cmd(namespace=True))
+        def gone():   # deleted with this teardown: the next pod of the run makes it again
+            delete_namespace(self.core, self.namespace); self._ns_made = False
+        teardown.add(f"kubernetes namespace {self.namespace}", gone, undo=self.cleanup_cmd(namespace=True))
         self.core.create_namespace(k.client.V1Namespace(metadata=k.client.V1ObjectMeta(name=self.namespace, labels={'researchkit.run': self.run_id})))
         self._ns_made = True
         deadline = time.monotonic() + 60   # the ServiceAccount admission wants the namespace's default account first
@@ -169,7 +200,7 @@ def delete_pod(core, ns:str, name:str, timeout:float=120):
             f"pod {ns}/{name}", timeout, 0.2)
 
 # %% ../../nbs/12b_kube.ipynb #c009
-_CHUNK = 48 * 1024   # bytes per put chunk (64 KiB of base64: below the kernel's 128 KiB limit per argument)
+_CHUNK = 90 * 1024   # bytes per put chunk (120 KiB of base64: below the kernel's 128 KiB limit per argument)
 
 class PodNode(Node):
     "A pod of a Kubernetes testbed, as a `Node`. `start()` creates it; `stop()` (or the teardown) deletes it."
@@ -219,8 +250,9 @@ class PodNode(Node):
         "Create the pod and wait until it runs; `NotMeasurable` with the pod's own reason when it cannot."
         if self._td is None: self._td = Teardown()
         self.kube.ensure_namespace(self._td)
-        self._td.add(f"pod {self.namespace}/{self.pod}", lambda: delete_pod(self.kube.core, self.namespace, self.pod),
-                     undo=self.kube.cleanup_cmd(pod=self.pod))
+        def gone():   # deleted with the teardown: the node knows it is stopped
+            delete_pod(self.kube.core, self.namespace, self.pod); self.started = False
+        self._td.add(f"pod {self.namespace}/{self.pod}", gone, undo=self.kube.cleanup_cmd(pod=self.pod))
         self.kube.core.create_namespaced_pod(self.namespace, self.manifest())
         self.started = True
         deadline = time.monotonic() + self.ready_timeout
@@ -248,6 +280,13 @@ class PodNode(Node):
         started, self.started = self.started, False
         if self._td is not None and self._own_td: td, self._td = self._td, None; td.close()
         elif started: delete_pod(self.kube.core, self.namespace, self.pod)
+
+    def alive(self) -> bool:
+        "Is the pod running?"
+        from kubernetes.client import ApiException
+        if not self.started: return False
+        try: return self.kube.core.read_namespaced_pod(self.pod, self.namespace).status.phase == 'Running'
+        except ApiException: return False
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop(); return False
@@ -308,6 +347,13 @@ class PodNode(Node):
         pathlib.Path(local).parent.mkdir(parents=True, exist_ok=True); pathlib.Path(local).write_bytes(data)
 
     def write_text(self, path, text): self._put_bytes(text.encode(), path)
+
+    def cpu_seconds(self) -> float:
+        "CPU seconds of the pod's container so far, from its own cgroup as the runtime shows it inside (cgroup v1 cpuacct or v2 cpu.stat). Under runc that is the container's real cgroup; the pause process is not in it. Under runsc it is gVisor's own account of the sandboxed processes: the sentry's and gofer's CPU (in the pod's host cgroup, which the API does not show at this resolution) is not in it, so a runsc/runc ratio of it understates runsc's cost."
+        r = self.run("if [ -r /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then echo ns $(cat /sys/fs/cgroup/cpuacct/cpuacct.usage); "
+                     "else echo us $(sed -n 's/^usage_usec //p' /sys/fs/cgroup/cpu.stat); fi", timeout=30)
+        unit, v = r.stdout.split()
+        return int(v) / (1e9 if unit == 'ns' else 1e6)
 
     def __repr__(self): return f"PodNode({self.name!r}, pod={self.namespace}/{self.pod}, runtime={self.runtime})"
 
