@@ -195,6 +195,7 @@ def test_runtimes_web_smoke_runs_in_pods_of_a_real_cluster(cluster, kube, tmp_pa
     burst = df.filter((pl.col('experiment') == 'burst') & (pl.col('metric') == 'success_rate'))
     assert burst.filter(pl.col('runtime') == 'runc')['value'].to_list() == [1.0], burst
     tv = json.loads(df.filter(pl.col('experiment') == 'load')['tool_versions'][0])
+    assert tv['pod placement'] == f"server and client on the cluster's one node {cluster.node_name} (placement different-host needs a second node)", tv
     assert tv['kubernetes'] == KUBE_VERSION and tv['wrk'].startswith('wrk ') and tv['apache2'].startswith('2.4') and tv['web image'].startswith('researchkit.local/web:'), tv
     wall = df.filter((pl.col('experiment') == 'campaign') & (pl.col('metric') == 'wall_s'))   # written after the method's teardown deleted its pods
     assert wall.height == 1 and 0 < wall['value'][0] < 1200, wall
@@ -202,3 +203,19 @@ def test_runtimes_web_smoke_runs_in_pods_of_a_real_cluster(cluster, kube, tmp_pa
     table = evaluate(rw.claims(), df)
     assert table['id'].to_list() == ['1', '2', '3', '4', 'K']
     assert [n.metadata.name for n in kube.core.list_namespace().items if n.metadata.name.startswith('rk')] == [], 'a run namespace was left'
+
+
+def test_an_image_is_the_inventorys_or_built_once_for_a_cluster_on_this_machine(cluster, tmp_path):
+    "`Kube.image`: the inventory's reference when it names one (a user's cluster: nothing is built); else, for the cluster started here, built and imported into its containerd once per content; else the field to give is named."
+    from researchkit.runtimes.kube_cluster import image_archive
+    built = []
+    def build(dest):
+        built.append(dest); return image_archive('researchkit.local/rk-test:1', [('/hello.txt', b'hi\n', None)], dest)
+    with pytest.raises(ConfigError) as e: Kube(spec(cluster)).image('web', build)     # no reference, no local containerd
+    assert e.value.where == 'kubernetes.images.web' and built == []
+    assert Kube(spec(cluster, images={'busybox': BUSYBOX_IMAGE, 'web': 'registry.example.org/rk/web:7'})).image('web', build) == 'registry.example.org/rk/web:7' and built == []
+    local = lambda: Kube(spec(cluster, local_containerd=cluster.sock))
+    assert local().image('t', build, tag='researchkit.local/rk-test:1') == 'researchkit.local/rk-test:1' and len(built) == 1
+    assert local().image('t', build, tag='researchkit.local/rk-test:1') == 'researchkit.local/rk-test:1' and len(built) == 1   # imported: not built again
+    k = local(); k.image('t', build, tag='researchkit.local/rk-test:1')
+    assert PodNode(k, 'img', image='t').image == 'researchkit.local/rk-test:1'   # a pod of image 't' gets that reference

@@ -368,7 +368,16 @@ class PodServers:
         from researchkit.testbed.kube import PodNode
         self.td, self.P, self.kube, self.image = teardown, P, kube, image
         self.configs = configs(P)
-        self.client_pod = SimpleNamespace(node=PodNode(kube, 'client', image=image, teardown=teardown).start())
+        have = kube.check()['nodes']   # (those the inventory's node_selector allows)
+        nodes = sorted(have)
+        check_host(P, int(min(v['capacity_cpu'] for v in have.values())), where='nodes')   # the CPUs it pins exist on every node
+        if len(nodes) >= 2:   # placement as the parameters say: different-host puts the load generator on another node
+            self.server_node, client_node = nodes[0], nodes[1] if P['placement'] == 'different-host' else nodes[0]
+            self.placement = f"server on node {nodes[0]}, client on node {client_node}"
+        else:
+            self.server_node = client_node = None
+            self.placement = f"server and client on the cluster's one node {nodes[0]}" + (" (placement different-host needs a second node)" if P['placement'] == 'different-host' else '')
+        self.client_pod = SimpleNamespace(node=PodNode(kube, 'client', image=image, node=client_node, teardown=teardown).start())
         self.pod, self.runtime, self.config, self.inst, self._td, self.starts = None, None, None, None, None, 0
         self.start_s: list[float] = []
         teardown.callback('runtimes-web server pod', self.close)
@@ -393,8 +402,10 @@ class PodServers:
         self._td = Teardown(self.td.ledger)
         t0 = time.perf_counter()
         mem = self.P.get('memory_mb')
-        self.pod = PodNode(self.kube, f"web{self.starts:03d}", runtime=runtime, image=self.image, cpu=self.P.get('cpu_quota'),
-                           memory=f"{mem}Mi" if mem else None, command=['/bin/sh', '-c', START_CMD], teardown=self._td).start()
+        # Apache pinned to server_cpus inside the pod, as the local method pins its container (vegeta and wrk run on client_cpus)
+        cmd = f"exec taskset -c {shlex.quote(str(self.P['server_cpus']))} /bin/sh -c {shlex.quote(START_CMD)}"
+        self.pod = PodNode(self.kube, f"web{self.starts:03d}", runtime=runtime, image=self.image, cpu=self.P.get('cpu_quota'), node=self.server_node,
+                           memory=f"{mem}Mi" if mem else None, command=['/bin/sh', '-c', cmd], teardown=self._td).start()
         deadline, url = time.monotonic() + 120, self.url('cpu')
         # one GET through bash's /dev/tcp: the image (Debian minbase) has no wget, curl or Python
         get = f"exec 3<>/dev/tcp/{self.pod.ip}/80 && printf 'GET /cpu.php HTTP/1.0\\r\\n\\r\\n' >&3 && head -1 <&3"
@@ -422,7 +433,8 @@ def measure_in_pods(run, P:dict) -> None:
     tools = {'kubernetes': c['version'], 'runtime classes': json.dumps(kube.spec['runtime_classes'], sort_keys=True),
              'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items()),
              'web image': image, **vegeta.tool_versions(servers.client_pod.node), **wrk.tool_versions(servers.client_pod.node),
-             'server configs': json.dumps(configs(P), sort_keys=True)}
+             'server configs': json.dumps(configs(P), sort_keys=True), 'pod placement': servers.placement,
+             'server cpus': f"{P['server_cpus']} (taskset in the pod)" + (f", limit {P['cpu_quota']} cores" if P.get('cpu_quota') else '')}
     v = dict(l.split('\t', 1) for l in servers.client_pod.node.run("dpkg-query -W apache2 libapache2-mod-php8.2", check=False, timeout=30).stdout.splitlines() if '\t' in l)
     tools.update({'apache2': v.get('apache2', '?'), 'php': v.get('libapache2-mod-php8.2', '?')})   # the image's (the client pod runs it too)
     pl_ = plan(P)
