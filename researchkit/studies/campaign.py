@@ -117,7 +117,7 @@ class Campaign:
         kube = self.testbed.kube
         # made again when it is gone: the method's teardown deletes the run's namespace (with this pod in it) when the method
         # made the namespace first, and the records written after it (wall time, the campaign's end) read facts too
-        if self._facts_pod is None or not self._facts_pod.started or (kube.owns_namespace and not getattr(kube, '_ns_made', False)):
+        if self._facts_pod is None or not self._facts_pod.started or not kube.namespace_ready:
             from researchkit.testbed.kube import PodNode
             self._facts_pod = PodNode(kube, 'facts', teardown=self._keep).start()
         return self._facts_pod

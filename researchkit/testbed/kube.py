@@ -70,6 +70,7 @@ class Kube:
         self.run_id = current_run_id()
         self.namespace = self.spec['namespace'] or self.run_id
         self.owns_namespace = self.spec['namespace'] is None
+        self._ns_made = False   # the run's own namespace exists (made by `ensure_namespace`, gone with its teardown)
         self._checked = None
 
     def _exec_api(self):
@@ -148,9 +149,14 @@ class Kube:
             raise ConfigError('cpu', f"{cpu:g} cores is above the allocatable CPU of {'node ' + node if node else 'every node'} "
                                      f"({', '.join(f'{n}: {c:g}' for n, c in have.items())})")
 
+    @property
+    def namespace_ready(self) -> bool:
+        "Do pods have their namespace now? (the inventory's own always; the run's own while it exists: a teardown that deleted it makes the next pod create it again)"
+        return not self.owns_namespace or self._ns_made
+
     def ensure_namespace(self, teardown:Teardown):
         "Create the run's own namespace (deleted with everything in it by `teardown`, or by `researchkit cleanup` after a kill)."
-        if not self.owns_namespace or getattr(self, '_ns_made', False): return
+        if self.namespace_ready: return
         k = _client()
         def gone():   # deleted with this teardown: the next pod of the run makes it again
             delete_namespace(self.core, self.namespace); self._ns_made = False
