@@ -7,6 +7,7 @@ Docs: https://researchkit.github.io/researchkit/runtimes_web.html.md"""
 # %% ../../nbs/62_runtimes_web.ipynb #c003
 from __future__ import annotations
 import math, pathlib, time
+from typing import NamedTuple
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..teardown import Teardown
@@ -21,9 +22,9 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE'
            'GRID', 'SCHEMA', 'CLIENT_DEBS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'study', 'rate_grid',
            'check_host', 'preflight', 'configs', 'describe', 'server_configs', 'plan', 'Servers', 'tool_versions',
            'measure_fn', 'closed_fn', 'run_sweep', 'measure', 'client_debs', 'web_tag', 'web_archive', 'PodServers',
-           'measure_in_pods', 'curve', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step', 'select_load',
-           'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes', 'closed_table',
-           'cross_check', 'variants_table']
+           'measure_in_pods', 'curve', 'Knee', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step',
+           'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes',
+           'closed_table', 'cross_check', 'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -451,11 +452,19 @@ def curve(df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate')
     s = select(df, metric, experiment='load', runtime=runtime, endpoint=endpoint)
     return s if s.is_empty() else summarize(s, ['rate'], metric)
 
-def knee(df:pl.DataFrame, runtime:str, endpoint:str) -> tuple[float|None, float, bool]:
-    "(knee rate or None, highest rate measured, True if success fell inside the grid) from the median success curve over all repetitions (`RepCurves.knee`)."
+class Knee(NamedTuple):
+    "Where a median success curve first fell below 99 %: `rate` when it lies inside the grid, else None and the grid's end it lies beyond."
+    rate: float|None   # interpolated knee (req/s), None when censored
+    bound: float       # the grid's top rate (knee above it) or first rate (knee below it)
+    inside: bool       # the curve held at the first rate and fell before the top one
+    below: bool = False  # success already under 99 % at the first rate: the knee is known only to be under `bound`
+
+def knee(df:pl.DataFrame, runtime:str, endpoint:str) -> Knee:
+    "The knee of the median success curve over all repetitions (`RepCurves.knee`), or where the grid censors it."
     c = RepCurves(df, runtime, endpoint)
+    if c.below(c.reps): return Knee(None, c.rates[0], False, True)
     k, top = c.knee(c.reps), c.rates[-1]
-    return (k, top, True) if k <= top else (None, top, False)
+    return Knee(k, top, True) if k <= top else Knee(None, top, False)
 
 def gap(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc') -> tuple[float, float]:
     "(largest mean response-time gap a − b over the common rates in seconds, the rate where it occurs)."
@@ -476,9 +485,8 @@ def capacity(df:pl.DataFrame, runtime:str, endpoint:str) -> float:
     if c.is_empty(): raise NotMeasurable(f"{runtime} {endpoint}", "no throughput records")
     return c['median'].max()
 
-def _fmt_knee(k) -> str:
-    r, top, fell = k
-    return f"{r:.3g} req/s" if fell else f"> {top:g} req/s"
+def _fmt_knee(k:Knee) -> str:
+    return f"{k.rate:.3g} req/s" if k.inside else f"{'<' if k.below else '>'} {k.bound:g} req/s"
 
 # %% ../../nbs/62_runtimes_web.ipynb #c022
 PAPER_KNEES = pl.DataFrame({'endpoint': ['io', 'io', 'cpu', 'cpu'], 'runtime': ['runc', 'runsc', 'runc', 'runsc'],
@@ -487,9 +495,15 @@ PAPER_GAPS_S = {'io': 20.15, 'cpu': 3.71}
 PAPER_GRID_STEP = 10 ** 0.1   # the paper's rates are 10^(i/10): its knees are known to this factor, so 'coincide' means within it
 
 # %% ../../nbs/62_runtimes_web.ipynb #c024
-def _need_fell(k, what):
-    if not k[2]: raise NotMeasurable(what, f"success never fell below {SUCCESS_KNEE:.0%} up to {k[1]:g} req/s: the grid ends below the knee")
-    return k[0]
+def _censored_why(k:Knee) -> str:
+    if k.below: return f"success was already below {SUCCESS_KNEE:.0%} at the grid's first rate, {k.bound:g} req/s: the knee lies below the grid"
+    return f"success never fell below {SUCCESS_KNEE:.0%} up to {k.bound:g} req/s: the grid ends below the knee"
+
+def _need_inside(df:pl.DataFrame, endpoint:str, what:str, runtimes=('runc', 'runsc')):
+    "Raise NotMeasurable (naming the runtime and why) unless every runtime's knee on `endpoint` lies inside the grid."
+    for rt in runtimes:
+        k = knee(df, rt, endpoint)
+        if not k.inside: raise NotMeasurable(what, f"{rt}: {_censored_why(k)}")
 
 def grid_step(df:pl.DataFrame) -> float:
     "The factor between neighbouring rates of the recorded grid (10^(1/per_decade))."
@@ -517,7 +531,7 @@ class RepCurves:
         self.values = {rep: [v.get(rate, 0.0) for rate in self.rates] for rep, v in by.items()}
 
     def knee(self, reps:list[int], below:float=SUCCESS_KNEE) -> float:
-        "Where the median over `reps` (repeats allowed: a bootstrap resample) first falls below `below`, interpolated between the last rate that held and the first that fell (linear in success, log in rate); below the grid's first rate: that rate (an upper bound); past the grid: the top rate × one step (a lower bound)."
+        "Where the median over `reps` (repeats allowed: a bootstrap resample) first falls below `below`, interpolated between the last rate that held and the first that fell (linear in success, log in rate); below the grid's first rate: that rate (an upper bound: `below` says so); past the grid: the top rate × one step (a lower bound)."
         held = None
         for i, rate in enumerate(self.rates):
             xs = sorted(self.values[r][i] for r in reps); m = len(xs) // 2
@@ -529,9 +543,14 @@ class RepCurves:
             held = (rate, med)
         return self.rates[-1] * self.step
 
+    def below(self, reps:list[int], below:float=SUCCESS_KNEE) -> bool:
+        "Had the median curve over `reps` already fallen below `below` at the grid's first rate (a knee the grid censors from below)?"
+        xs = sorted(self.values[r][0] for r in reps); m = len(xs) // 2
+        return (xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2) < below
+
     def cell(self, reps:list[int], below:float=SUCCESS_KNEE) -> tuple[float, float]:
-        "(last rate that held, first rate that fell) of the median curve over `reps`: the knee lies in between, whatever the interpolation says (below the grid: (first rate / step, first rate); past it: (top rate, top rate × step))."
-        held = self.rates[0] / self.step
+        "(last rate that held, first rate that fell) of the median curve over `reps`: the knee lies in between, whatever the interpolation says (below the grid: (0, first rate), all that is known; past it: (top rate, top rate × step), the next step assumed)."
+        held = 0.0
         for i, rate in enumerate(self.rates):
             xs = sorted(self.values[r][i] for r in reps); m = len(xs) // 2
             med = xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
@@ -539,20 +558,20 @@ class RepCurves:
             held = rate
         return held, held * self.step
 
-    def fell(self, below:float=SUCCESS_KNEE) -> bool:
-        "Did the median curve fall below `below` inside the grid?"
-        return self.knee(self.reps, below) <= self.rates[-1]
+    def inside(self, below:float=SUCCESS_KNEE) -> bool:
+        "Did the median curve hold at the first rate and fall below `below` by the top one (a knee the grid resolves)?"
+        return not self.below(self.reps, below) and self.knee(self.reps, below) <= self.rates[-1]
 
 def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|None=None, below_a:float=SUCCESS_KNEE):
-    "(estimate, low, high, n, both fell inside the grid, (resolution low, high)): knee of (a, endpoint) over knee of (b, b_endpoint) on the median curves over repetitions (interpolated knees), with a percentile bootstrap over repetitions (resampled jointly: a repetition of every curve ran in the same pass). The interval is never narrower than the knees' resolution: the ratio of the grid cells they fell in."
+    "(estimate, low, high, n, both knees inside the grid, (resolution low, high)): knee of (a, endpoint) over knee of (b, b_endpoint) on the median curves over repetitions (interpolated knees), with a percentile bootstrap over repetitions (resampled jointly: a repetition of every curve ran in the same pass). The interval is never narrower than the knees' resolution: the ratio of the grid cells they fell in (0 or ∞ on the side a knee below the grid leaves open)."
     from researchkit.claims import bootstrap
     ca, cb = RepCurves(df, a, endpoint), RepCurves(df, b, b_endpoint or endpoint)
     reps = sorted(set(ca.reps) & set(cb.reps))
     if not reps: raise NotMeasurable(f"{a}/{b} {endpoint}", "no repetition measured both")
     est, lo, hi = bootstrap([reps], lambda g: ca.knee(g[0], below_a) / cb.knee(g[0]), resamples=2000)
     (la, ua), (lb, ub) = ca.cell(reps, below_a), cb.cell(reps)
-    res = (la / ub, ua / lb)   # a knee is only known to lie in its cell; a ratio of two, to this range
-    return est, min(lo, res[0]), max(hi, res[1]), len(reps), ca.fell(below_a) and cb.fell(), res
+    res = (la / ub, ua / lb if lb else math.inf)   # a knee is only known to lie in its cell; a ratio of two, to this range
+    return est, min(lo, res[0]), max(hi, res[1]), len(reps), ca.inside(below_a) and cb.inside(), res
 
 def _decide_knees(kr, band, label):
     "Decide a knee ratio; when the grid's resolution alone straddles the band, say so (a finer grid, not more repetitions, would decide it)."
@@ -560,6 +579,10 @@ def _decide_knees(kr, band, label):
     est, lo, hi, n, _, (rlo, rhi) = kr
     v = decide(est, lo, hi, band, n=n, label=label)
     edges = [e for e in band.edges() if rlo < e < rhi]
+    if v.status == 'inconclusive' and edges and (rlo == 0 or math.isinf(rhi)):
+        return Verdict('inconclusive', v.measured,
+                       f"{label}: a knee lies below the grid's first rate, known only to be under it, which leaves the ratio anywhere in "
+                       f"{rlo:.2f}–{'∞' if math.isinf(rhi) else f'{rhi:.2f}'}: a grid that starts lower, not more repetitions, would decide it", None)
     if v.status == 'inconclusive' and edges:
         return Verdict('inconclusive', v.measured,
                        f"{label}: the knees are resolved only to their grid cells, which put the ratio anywhere in {rlo:.2f}–{rhi:.2f}: "
@@ -601,11 +624,11 @@ def claims():
         return all_hold(*parts)
     def c2(df):
         kr = knee_ratio(df, 'runsc', 'runc', 'io')
-        if not kr[4]: _need_fell((None, select_load(df, endpoint='io')['rate'].max(), False), 'I/O knees')
+        if not kr[4]: _need_inside(df, 'io', 'I/O knees')
         return _decide_knees(kr, within(0.35, 0.71), "I/O knee runsc/runc (paper 31/63 = 0.49; 'about half')")
     def c3(df):
         kr = knee_ratio(df, 'runsc', 'runc', 'cpu')
-        if not kr[4]: _need_fell((None, select_load(df, endpoint='cpu')['rate'].max(), False), 'CPU knees')
+        if not kr[4]: _need_inside(df, 'cpu', 'CPU knees')
         s = PAPER_GRID_STEP
         gi, gc = gaps(df, 'io'), gaps(df, 'cpu')
         n = min(len(gi), len(gc))
