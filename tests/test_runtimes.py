@@ -70,6 +70,21 @@ def test_command_output_and_exit(runtime):
         assert i.cpu_seconds() > 0  # read after exit: /researchkit/<id> keeps the totals
     assert not _wait_gone(i.id), leftovers(i.id)
 
+def test_exec_right_after_start_finds_the_container_with_the_cpus_busy():
+    "runc writes its state only after the container has joined its cgroup: `start` returns once runc reports it running, so an exec at once finds it (waiting for the cgroup alone, 12 of 100 execs failed with 'container does not exist' while three busy loops ran)."
+    from researchkit.policy.mechanisms import exec_in
+    rt = get_runtime('runc')
+    hogs = [subprocess.Popen(['timeout', '60', 'sh', '-c', 'while :; do :; done']) for _ in range(3)]
+    failed = []
+    try:
+        for _ in range(40):
+            with Teardown() as td:
+                r = exec_in(rt.start(Container('race', IMG, ['sleep', '30'], mounts=BINDS), teardown=td), ['true'])
+                if r.rc != 0: failed.append(r.stderr.strip()[-200:])
+    finally:
+        for h in hogs: h.kill(); h.wait()
+    assert not failed, failed
+
 def test_user_cwd_and_tmpfs(runtime):
     "A non-root user in a working directory writes into a tmpfs (mode 1777) but not into the read-only /usr bind."
     cmd = ['sh', '-c', 'id -u; pwd; touch /scratch/x && echo tmpfs-ok; touch /usr/x 2>/dev/null || echo usr-ro']

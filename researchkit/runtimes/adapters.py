@@ -137,6 +137,7 @@ class Runtime:
     "Base of the runtime adapters; `name` is the key in `RUNTIMES`."
     name = ''
     leaf = '/ctr'  # the container's own cgroup below /researchkit/<id> (the runtime removes it when the container exits)
+    reports_state = False  # has an OCI `state` command that says when the container exists for exec (runc, crun)
     def __init__(self, node:Node|None=None):
         self.node = node or LocalNode()
         self._bin: str|None = None
@@ -218,11 +219,20 @@ class Runtime:
             td.close(); raise
         return inst
 
+    def _state(self, inst:Instance) -> str|None:
+        "The container's status as the runtime reports it (`<runtime> state`: created, running, stopped), None while it has no state."
+        line = self._cli('state', inst.id)
+        if hasattr(self, '_wrap'): line = self._wrap(line)
+        r = self.node.run(line, check=False, timeout=20)
+        try: return json.loads(r.stdout).get('status')
+        except (ValueError, AttributeError): return None
+
     def _await_running(self, inst:Instance, timeout:float=60):
-        "Return once the container's processes are in its cgroup (or it has already exited); `ContainerError` after `timeout`."
+        "Return once the container's processes are in its cgroup and the runtime reports it running (runc writes its state only after the cgroup is joined: an exec in between fails with 'container does not exist'), or once it has exited; `ContainerError` after `timeout`."
         procs = f"{inst.cgroup('cpuacct')}/cgroup.procs"
         deadline = time.monotonic() + timeout
-        while inst.alive() and not self.node.run(f'[ -n "$(cat {procs} 2>/dev/null)" ]', check=False, timeout=15).ok:
+        joined = lambda: self.node.run(f'[ -n "$(cat {procs} 2>/dev/null)" ]', check=False, timeout=15).ok
+        while inst.alive() and not (joined() and (not self.reports_state or self._state(inst) in ('running', 'stopped'))):
             if time.monotonic() > deadline: raise ContainerError(f"{self.name} container {inst.id} not running after {timeout:g} s", inst.log())
             time.sleep(0.05)
 
@@ -232,12 +242,14 @@ class Runtime:
 class Runc(Runtime):
     "runc: works out of the box with an OCI bundle."
     name = 'runc'
+    reports_state = True
 
 _CRUN_WRAP = "umount -l /sys/fs/cgroup/unified 2>/dev/null; exec "
 
 class Crun(Runtime):
     "crun: refuses hybrid cgroups, so it runs where cgroup2 is unmounted in a private mount namespace (host untouched)."
     name = 'crun'
+    reports_state = True
     def _wrap(self, line:str) -> str:
         return f"unshare -m --propagation private sh -c {shlex.quote(_CRUN_WRAP + line)}"
     def _run_line(self, inst): return self._wrap(super()._run_line(inst))
@@ -324,10 +336,7 @@ class Runsc(Runtime):
         "The sandbox joins the cgroup before the container runs; a signal sent before then is lost, so wait for `running`."
         deadline = time.monotonic() + timeout
         while inst.alive():
-            r = self.node.run(self._cli('state', inst.id), check=False, timeout=20)
-            try:
-                if json.loads(r.stdout).get('status') in ('running', 'stopped'): return
-            except ValueError: pass
+            if self._state(inst) in ('running', 'stopped'): return
             if time.monotonic() > deadline: raise ContainerError(f"runsc container {inst.id} not running after {timeout:g} s", inst.log())
             time.sleep(0.05)
     def _launch(self, inst):
