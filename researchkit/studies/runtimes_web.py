@@ -123,7 +123,7 @@ def preflight(P:dict, inventory) -> None:
     "Checks the CLI runs before anything starts: the server configurations (a variant that repeats another), and on a local testbed the quota and cpusets against this machine's cores."
     import os
     configs(P)
-    if all(n.get('kind') == 'local' for n in inventory.spec['nodes']): check_host(P, os.cpu_count())
+    if inventory.kind == 'local': check_host(P, os.cpu_count())   # a cluster's nodes: measure_in_pods checks them
 
 # %% ../../nbs/62_runtimes_web.ipynb #c013
 def configs(P:dict) -> dict[str, dict]:
@@ -505,9 +505,9 @@ def _need_inside(df:pl.DataFrame, endpoint:str, what:str, runtimes=('runc', 'run
         k = knee(df, rt, endpoint)
         if not k.inside: raise NotMeasurable(what, f"{rt}: {_censored_why(k)}")
 
-def grid_step(df:pl.DataFrame) -> float:
-    "The factor between neighbouring rates of the recorded grid (10^(1/per_decade))."
-    rates = sorted(set(select_load(df)['rate'].to_list()))
+def grid_step(df:pl.DataFrame, endpoint:str|None=None) -> float:
+    "The factor between neighbouring rates of the recorded grid of `endpoint` (10^(1/per_decade); the endpoints' grids may differ)."
+    rates = sorted(set(select_load(df, **({'endpoint': endpoint} if endpoint else {}))['rate'].to_list()))
     steps = sorted(b / a for a, b in zip(rates, rates[1:]))
     return steps[len(steps) // 2] if steps else 10 ** 0.1
 
@@ -524,7 +524,7 @@ class RepCurves:
             why = not_measurable_reason(df, runtime=runtime, endpoint=endpoint) if 'runtime' in df.columns else None
             raise NotMeasurable(f"{runtime} {endpoint}", why or f"no records of {runtime} on the {endpoint} endpoint")
         self.rates = sorted(set(s['rate'].to_list()))
-        self.step = grid_step(df)
+        self.step = grid_step(df, endpoint)
         by = {}
         for r in s.iter_rows(named=True): by.setdefault(r['repetition'], {})[r['rate']] = r['value']
         self.reps = sorted(by)
@@ -618,7 +618,7 @@ def claims():
         for ep in ENDPOINTS:
             try: kr = knee_ratio(df, 'runsc', 'runc', ep)
             except NotMeasurable: continue
-            parts += [_decide_knees(kr, at_most(grid_step(df) * 1.01), f"{ep}: knee runsc/runc (not above: within one grid step)"),
+            parts += [_decide_knees(kr, at_most(grid_step(df, ep) * 1.01), f"{ep}: knee runsc/runc (not above: within one grid step)"),
                       _seconds_verdict(gaps(df, ep), at_least(0.0), f"{ep}: largest gap runsc − runc (s)")]
         if not parts: raise NotMeasurable('runc vs runsc', "no records of both runc and runsc")
         return all_hold(*parts)
