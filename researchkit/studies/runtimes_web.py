@@ -211,8 +211,8 @@ class Servers:
         self.runtime, self.config = runtime, config
         return self.inst
 
-    def drain(self, *, step:float=0.5, idle_share:float=0.05, within:float|None=None) -> bool:
-        "Wait (at most `within` s, default `drain_s`) until the container uses under `idle_share` of a core; True if it went idle."
+    def drain(self, *, step:float=0.25, idle_share:float=0.05, within:float|None=None) -> bool:
+        "Wait (at most `within` s, default `drain_s`) until the container uses under `idle_share` of a core over `step` s (a server still answering uses a whole core); True if it went idle. Every point pays one step: 0.25 s, not 0.5, saves ~20 s of a quick campaign."
         t_end = time.monotonic() + (self.P['drain_s'] if within is None else within)
         last = self.inst.cpu_seconds()
         while True:
@@ -640,7 +640,7 @@ def claims():
             for ep in ENDPOINTS:
                 try: sharp = knee_ratio(df, rt, rt, ep, below_a=COLLAPSE + 1e-9)
                 except NotMeasurable: continue
-                parts.append(_decide_knees(sharp, at_most(10 ** 0.5), f"{rt} {ep}: collapse (success ≤ 50 %) / knee"))
+                parts.append(_decide_knees(sharp, at_most(10 ** 0.5 * 1.01), f"{rt} {ep}: collapse (success ≤ 50 %) / knee"))   # ±1 %: rates are rounded to 3 digits (224/70.8 = 3.164 is two steps of 10^0.25)
             try: apart = knee_ratio(df, rt, rt, 'cpu', b_endpoint='io')
             except NotMeasurable: continue
             parts.append(_decide_knees(apart, at_least(10 ** 0.2 / 1.01), f"{rt}: CPU knee / I/O knee (workload-specific)"))
