@@ -74,7 +74,8 @@ def test_exec_right_after_start_finds_the_container_with_the_cpus_busy():
     "runc writes its state only after the container has joined its cgroup: `start` returns once runc reports it running, so an exec at once finds it (waiting for the cgroup alone, 12 of 100 execs failed with 'container does not exist' while three busy loops ran)."
     from researchkit.policy.mechanisms import exec_in
     rt = get_runtime('runc')
-    hogs = [subprocess.Popen(['timeout', '60', 'sh', '-c', 'while :; do :; done']) for _ in range(3)]
+    # busy loops that end by themselves (a `timeout` wrapper killed first leaves its child spinning)
+    hogs = [subprocess.Popen([sys.executable, '-c', 'import time\nt = time.monotonic() + 60\nwhile time.monotonic() < t: pass']) for _ in range(3)]
     failed = []
     try:
         for _ in range(40):
