@@ -90,6 +90,25 @@ def test_good_inventory_validates():
     assert inv.nodes[1]['underlay'] == {'ifname': 'eth1', 'ip': '198.51.100.1'}
 
 
+def test_kind_and_the_preflights_that_check_this_machine_only_for_a_local_testbed():
+    "A study's preflight checks CPU lists and budgets against this machine's cores only on a local testbed: a cluster's nodes are checked where its pods start, an SSH node's where it is reached (a Kubernetes inventory has no nodes, so 'all nodes local' held for it)."
+    import os
+    from researchkit.studies import runtimes_web as rw, hlf_kata, hlf_ec
+    from researchkit.studies.campaign import resolve_params
+    kube = inventory_from_dict({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname'}})
+    local = inventory_from_dict(LOCAL_DEFAULT)
+    assert (kube.kind, local.kind, inventory_from_dict(GOOD).kind) == ('kubernetes', 'local', 'ssh')
+    beyond = str(os.cpu_count() + 6)   # a CPU this machine does not have, as a bigger cluster node may
+    P, _ = resolve_params(rw.study, 'smoke', {'server_cpus': beyond})
+    rw.preflight(P, kube)
+    with pytest.raises(ConfigError) as e: rw.preflight(P, local)
+    assert e.value.where.endswith('server_cpus'), str(e.value)
+    for study, field in ((hlf_kata, 'fabric_cpus'), (hlf_ec, 'peer_cpus')):
+        P, _ = resolve_params(study.study, 'smoke', {field: beyond})
+        study.preflight(P, kube)
+        with pytest.raises(ConfigError): study.preflight(P, local)
+
+
 @pytest.mark.parametrize('data,field,words', BAD, ids=[f"{b[1]}:{b[2]}" for b in BAD])
 def test_malformed_inventory_names_the_field(data, field, words, tmp_path):
     p = tmp_path / 'bad.yaml'; p.write_text(yaml.safe_dump(data))

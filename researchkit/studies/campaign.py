@@ -81,7 +81,7 @@ class Campaign:
         self.measuring, self.progress = bool(measure), bool(progress)
         self.results_dir, self.figures_dir = output_dirs(self.profile, measure=self.measuring, results_dir=results_dir, figures_dir=figures_dir)
         inventory = load_inventory(testbed)
-        kind = 'kubernetes' if inventory.spec.get('kubernetes') is not None else 'local' if inventory.spec.get('local') is not None else 'ssh'
+        kind = inventory.kind
         if self.measuring and kind not in self.study.testbeds:
             raise ConfigError('testbed', f"{self.study.name} does not run on a {kind} testbed yet ({inventory.name}); its method runs on: {', '.join(self.study.testbeds)}")
         if self.measuring: self.study.preflight(self.P, inventory)

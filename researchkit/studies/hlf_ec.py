@@ -640,7 +640,7 @@ def preflight(P:dict, inventory) -> None:
     from researchkit.runtimes.container import node_limits
     from researchkit.testbed.nodes import LocalNode
     check_params(P)
-    if all(n.get('kind') == 'local' for n in inventory.spec['nodes']): check_host(P, node_limits(LocalNode()))
+    if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
 
 def tool_versions(node) -> dict:
     "Fabric, rk-load and rk-ec versions, the Reed-Solomon library, for provenance."

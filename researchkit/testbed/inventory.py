@@ -119,6 +119,10 @@ class Inventory:
 
     @property
     def nodes(self) -> list[dict]: return self.spec['nodes']
+    @property
+    def kind(self) -> str:
+        "'kubernetes' (a cluster whose pods are the nodes), 'local' (this machine alone) or 'ssh' (machines over SSH)."
+        return 'kubernetes' if self.spec.get('kubernetes') is not None else 'local' if self.spec.get('local') is not None else 'ssh'
 
     def _repr_html_(self):
         rows = ''.join(f"<tr><td><code>{html.escape(n['name'])}</code></td><td>{n['kind']}</td><td>{', '.join(n['roles'])}</td>"
