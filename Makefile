@@ -15,7 +15,7 @@ reproduce: setup             ## reproduce every study on this testbed with the q
 	$(VENV)/researchkit report
 
 test: setup export-check nbdev-test  ## everything CI runs
-	$(VENV)/pytest -q
+	$(VENV)/pytest -q --durations=30
 
 export-check:                ## researchkit/ must be exactly what nbs/ exports
 	@$(VENV)/nbdev-export

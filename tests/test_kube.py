@@ -92,6 +92,22 @@ def test_a_cpu_limit_is_enforced(cluster, kube):
         assert 1100 <= ms <= 1900, ms             # two spinners for ~3.2 s, throttled to 0.5 core: ~1.6 s, not ~3.2-6.4 s
 
 
+def test_the_fabric_image_runs_the_pinned_fabric_in_a_pod(cluster, kube):
+    "The Fabric image (built from this machine's pinned tools, imported once): orderer, peer and fabric-ca-server run in a pod at the pin, FABRIC_CFG_PATH holds a core.yaml whose only builder is the image's, and the builder's scripts are executable."
+    from researchkit.ledger.pods import fabric_archive, fabric_tag, POD_CFG, POD_BUILDER
+    from researchkit.ledger.spec import FABRIC_PIN, FABRIC_CA_VERSION
+    k = Kube(spec(cluster, local_containerd=cluster.sock))   # a cluster on this machine: built here and imported
+    ref = k.image('fabric', fabric_archive, tag=fabric_tag())
+    assert ref == fabric_tag() and k.image('fabric') == ref
+    with Teardown() as td:
+        p = PodNode(k, 'fabric', image=ref, teardown=td).start()
+        v = p.run('orderer version; peer version; fabric-ca-server version').stdout
+        assert v.count(f"Commit SHA: {FABRIC_PIN[-12:]}") == 2 and f"Version: {FABRIC_CA_VERSION.lstrip('v')}" in v, v
+        assert p.run('echo $FABRIC_CFG_PATH').stdout.strip() == POD_CFG
+        assert p.run(f"for s in detect build release; do [ -x {POD_BUILDER}/bin/$s ] || echo $s; done").stdout.strip() == ''
+        assert f"path: {POD_BUILDER}" in p.run(f"cat {POD_CFG}/core.yaml").stdout
+
+
 def test_bad_input_fails_before_anything_starts(cluster, tmp_path):
     before = Kube(spec(cluster)).core.list_namespace().items
     with pytest.raises(ConfigError) as e: Kube(spec(cluster, kubeconfig=str(tmp_path/'nope.yaml')))

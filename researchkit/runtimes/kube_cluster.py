@@ -70,7 +70,7 @@ def cluster_unavailable() -> str|None:
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c007
 def _layer(entries:list[tuple[str, str|bytes|None, str|None]], tree:str|None=None, exclude:set[str]=frozenset(), fileobj=None) -> bytes|None:
-    "A layer tar from a directory `tree` (minus `exclude` and the entries' paths), then (path in image, host file or bytes or None for a directory, symlink target or None)."
+    "A layer tar from a directory `tree` (minus `exclude` and the entries' paths), then (path in image, host file or bytes (mode 0755 when it starts with #!) or None for a directory, symlink target or None)."
     buf = fileobj or io.BytesIO()
     with tarfile.open(fileobj=buf, mode='w', format=tarfile.PAX_FORMAT) as tar:
         if tree is not None:   # walked here, not by tar.add: a hard link must point to a file that is in the layer
@@ -92,7 +92,8 @@ def _layer(entries:list[tuple[str, str|bytes|None, str|None]], tree:str|None=Non
             elif src is None: ti.type, ti.mode = tarfile.DIRTYPE, 0o1777 if path == '/tmp' else 0o755; tar.addfile(ti)
             else:
                 data = src if isinstance(src, bytes) else pathlib.Path(src).read_bytes()
-                ti.size, ti.mode = len(data), 0o755 if isinstance(src, str) and os.access(src, os.X_OK) else 0o644
+                exe = os.access(src, os.X_OK) if isinstance(src, str) else data.startswith(b'#!')   # a host file's mode; bytes: a script is executable
+                ti.size, ti.mode = len(data), 0o755 if exe else 0o644
                 tar.addfile(ti, io.BytesIO(data))
     return None if fileobj is not None else buf.getvalue()
 
@@ -181,8 +182,8 @@ class KubeCluster:
         self.node_ip, self.pod_range, self.gvisor, self.start_timeout = node_ip, pod_range, gvisor, start_timeout
         self._td, self._own_td = teardown, teardown is None
         self.procs, self.before, self.left, self.runtime_classes = {}, None, None, {}
-        self.gvisor_why = None
-        self.images = {}         # image name -> reference, of the images imported into the cluster   # why there is no `gvisor` RuntimeClass (measured), when there is none
+        self.gvisor_why = None   # why there is no `gvisor` RuntimeClass (measured), when there is none
+        self.images = {}         # image name -> reference, of the images imported into the cluster
         self.node = LocalNode()
         self.kubeconfig = f"{self.base}/kubeconfig"
         self.sock = f"{self.base}/containerd.sock"
