@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/fabric_pods.html.md"""
 
 # %% ../../nbs/29b_fabric_pods.ipynb #c003
 from __future__ import annotations
-import hashlib, json, os, pathlib
+import hashlib, json, pathlib
 from ..core import NotMeasurable
 from .spec import FABRIC_PIN, core_yaml, builder_scripts
 from .network import CLIENT_TOOLS, ROLE_TOOLS, fabric_config_dir, fabric_tools

@@ -530,12 +530,16 @@ class RepCurves:
         self.reps = sorted(by)
         self.values = {rep: [v.get(rate, 0.0) for rate in self.rates] for rep, v in by.items()}
 
+    def median(self, reps:list[int], i:int) -> float:
+        "The median over `reps` (repeats allowed) of the value at the grid's `i`-th rate."
+        xs = sorted(self.values[r][i] for r in reps); m = len(xs) // 2
+        return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
     def knee(self, reps:list[int], below:float=SUCCESS_KNEE) -> float:
         "Where the median over `reps` (repeats allowed: a bootstrap resample) first falls below `below`, interpolated between the last rate that held and the first that fell (linear in success, log in rate); below the grid's first rate: that rate (an upper bound: `below` says so); past the grid: the top rate × one step (a lower bound)."
         held = None
         for i, rate in enumerate(self.rates):
-            xs = sorted(self.values[r][i] for r in reps); m = len(xs) // 2
-            med = xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+            med = self.median(reps, i)
             if med < below:
                 if held is None: return rate
                 r0, m0 = held
@@ -545,16 +549,13 @@ class RepCurves:
 
     def below(self, reps:list[int], below:float=SUCCESS_KNEE) -> bool:
         "Had the median curve over `reps` already fallen below `below` at the grid's first rate (a knee the grid censors from below)?"
-        xs = sorted(self.values[r][0] for r in reps); m = len(xs) // 2
-        return (xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2) < below
+        return self.median(reps, 0) < below
 
     def cell(self, reps:list[int], below:float=SUCCESS_KNEE) -> tuple[float, float]:
         "(last rate that held, first rate that fell) of the median curve over `reps`: the knee lies in between, whatever the interpolation says (below the grid: (0, first rate), all that is known; past it: (top rate, top rate × step), the next step assumed)."
         held = 0.0
         for i, rate in enumerate(self.rates):
-            xs = sorted(self.values[r][i] for r in reps); m = len(xs) // 2
-            med = xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
-            if med < below: return held, rate
+            if self.median(reps, i) < below: return held, rate
             held = rate
         return held, held * self.step
 
