@@ -187,7 +187,7 @@ def decide(estimate:float, low:float, high:float, # the statistic and its interv
         return Verdict('inconclusive', measured, f"{label or 'the statistic'}: no interval (n={n}: fewer than {MIN_REPETITIONS} repetitions, or a value ≤ 0 a ratio's logarithm cannot take)", max(min_n, n + 1))
     edge = min((e for e in band.edges() if low <= e <= high), key=lambda e: abs(e - estimate))
     dist, half = abs(estimate - edge), (high - low) / 2
-    needed = max(min_n, n + 1, math.ceil(n * (half / dist) ** 2)) if dist > 0 else None
+    needed = max(min_n, n + 1, math.ceil(n * (half / dist) ** 2)) if dist > half * 1e-2 else None   # closer: no count that makes sense would decide it
     reason = (f"{label or 'the interval'}: {f(low)}–{f(high)} straddles {edge:g} ({f(edge - low)} below, {f(high - edge)} above); "
               + (f"about {needed} repetitions (now {n}) would decide it if the spread stays as it is" if needed
                  else "the estimate sits on the edge: more repetitions narrow the interval but may not decide it"))

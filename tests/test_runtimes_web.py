@@ -75,8 +75,17 @@ def test_smoke_run_end_to_end(tmp_path):
     assert set(closed['config']) == {'default'} and rw.server_configs(df)['default'] == {'app': 'image', 'runsc': rw.runsc_config()}
     burst = df.filter((pl.col('experiment') == 'burst') & (pl.col('metric') == 'throughput_rps'))   # the open loop without keep-alive ran
     assert set(burst['runtime']) == {'runc', 'runsc'} and set(burst['endpoint']) == {'cpu'} and (burst['keepalive'] == False).all() and (burst['value'] > 0).all()
+    assert set(burst['pool']) == {'growing', 'grown'}
+    # the cross-check goes runtime by runtime and endpoint by endpoint: the closed loop, then the bursts (growing, then grown) on the same server
+    t = lambda exp, rt, **kw: df.filter((pl.col('experiment') == exp) & (pl.col('runtime') == rt) & (pl.col('repetition') == 0)
+                                        & pl.all_horizontal(True, *[pl.col(k) == v for k, v in kw.items()]))['timestamp']
+    assert t('closed', 'runc', endpoint='cpu').max() < t('burst', 'runc', pool='growing').min() < t('burst', 'runc', pool='grown').min()
+    assert t('burst', 'runc', pool='grown').max() < t('closed', 'runc', endpoint='io').min() <= t('closed', 'runc').max() < t('closed', 'runsc').min()
+    busy = df.filter((pl.col('experiment') != 'closed') & (pl.col('metric') == 'server_busy'))['value']   # CPU over first request to last answer
+    assert busy.len() and (busy > 0).all() and (busy < 1.5).all(), busy
     x = rw.cross_check(df)
-    assert {'no keep-alive: answers/s', 'no keep-alive: CPU ms/request'} <= set(x.columns) and (x.filter(pl.col('endpoint') == 'cpu')['no keep-alive: answers/s'] != '—').all(), x
+    cols = {f'no keep-alive, pool {p}: {m}' for p in ('growing', 'grown') for m in ('answers/s', 'CPU ms/request')}
+    assert cols <= set(x.columns) and (x.filter(pl.col('endpoint') == 'cpu')['no keep-alive, pool grown: answers/s'] != '—').all(), x
     kata = df.filter((pl.col('runtime') == 'kata') & (pl.col('metric') == 'not_measurable'))
     assert kata.height and kata['note'].str.to_lowercase().str.contains('kvm').all()
     table = evaluate(rw.claims(), df)
@@ -142,7 +151,11 @@ def test_committed_figures_draw_the_paper_knees_as_labelled_rules(monkeypatch, t
     def keep(ch, outdir, name, **kw): charts[name] = ch.to_dict(); return []
     monkeypatch.setattr(F, 'save_chart', keep)
     rw.figures(ResultStore(COMMITTED).campaign_records('runtimes-web'), tmp_path)
-    assert {'fig2_success_rate', 'fig3_response_time', 'latency_p99'} <= set(charts)
+    assert {'fig2_success_rate', 'fig3_response_time', 'latency_p99', 'cross_check'} <= set(charts)
+    panels = [p for row in charts['cross_check']['vconcat'] for p in row['hconcat']]   # capacity and CPU per request, each per endpoint
+    assert len(panels) == 4 and all(set(d['runtime'] for d in p['data']['values']) == {'runc', 'runsc'} for p in panels)
+    methods = {d['method'] for d in panels[0]['data']['values']}   # both methods side by side
+    assert "keep-alive (the paper's)" in methods and any(m.startswith('closed loop') for m in methods) and any(m.startswith('no keep-alive') for m in methods)
     for name in ('fig2_success_rate', 'fig3_response_time', 'latency_p99'):
         spec = charts[name]
         for panel, ep in zip(spec['hconcat'], rw.ENDPOINTS):

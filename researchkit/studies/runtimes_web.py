@@ -19,12 +19,12 @@ from ..workloads.webapp import APP_PLACES
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
-           'GRID', 'SCHEMA', 'CLIENT_DEBS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'study', 'rate_grid',
-           'check_host', 'preflight', 'configs', 'describe', 'server_configs', 'plan', 'Servers', 'tool_versions',
-           'measure_fn', 'closed_fn', 'run_sweep', 'measure', 'client_debs', 'web_tag', 'web_archive', 'PodServers',
-           'measure_in_pods', 'curve', 'Knee', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step',
-           'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'notes',
-           'closed_table', 'cross_check', 'variants_table']
+           'GRID', 'SCHEMA', 'POOLS', 'CLIENT_DEBS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'study',
+           'rate_grid', 'check_host', 'preflight', 'configs', 'describe', 'server_configs', 'plan', 'Servers',
+           'tool_versions', 'measure_fn', 'closed_fn', 'sweeps', 'run_sweep', 'measure', 'client_debs', 'web_tag',
+           'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee', 'gap', 'several_requests',
+           'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table',
+           'knee_table', 'notes', 'closed_table', 'methods_long', 'cross_check', 'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -71,9 +71,11 @@ CLOSED = {'connections': Field(list, item=int, min=1, max=64, nonempty=True, def
                                help='connections of the variants\' points'),
           'no_keepalive': Field(dict, schema={e: Field(list, item=float, min=0.01, max=100_000, default=lambda: []) for e in ENDPOINTS},
                                default=lambda: {e: [] for e in ENDPOINTS},
-                               help="rates (req/s) per endpoint at which the open loop runs again with a new connection per request (experiment 'burst'): "
-                                    "Apache's prefork workers stay bound to an idle keep-alive connection (KeepAliveTimeout), so vegeta's reused "
-                                    "connections can leave the CPU idle while requests queue")}
+                               help="rates (req/s) per endpoint at which the open loop runs again with a new connection per request (experiment 'burst'), "
+                                    "twice in a row on the server the closed loop left: while Apache's prefork pool grows to the burst "
+                                    "(pool 'growing') and once it has (pool 'grown'). Apache's prefork workers stay bound to an idle "
+                                    "keep-alive connection (KeepAliveTimeout), so vegeta's reused connections can leave the CPU idle while "
+                                    "requests queue, and the pool grows by forks")}
 
 GRID = {'log10_from': Field(float, min=-1, max=5, help='log10 of the first rate (req/s)'),
         'log10_to':   Field(float, min=-1, max=5, help='log10 of the last rate (req/s)'),
@@ -151,6 +153,8 @@ def server_configs(df:pl.DataFrame) -> dict[str, dict]:
         if c: return json.loads(c)
     return {'default': {'app': 'bind', 'runsc': runsc_config()}}
 
+POOLS = ('growing', 'grown')   # a burst onto the pool the closed loop left (Apache forks workers for it), then the same burst at once
+
 def plan(P:dict) -> dict[str, list[dict]]:
     "The points of the open-loop sweep (experiment 'load'), of the closed-loop cross-check ('closed') and of the open loop without keep-alive ('burst') for validated parameters `P`."
     load = [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'])
@@ -163,8 +167,8 @@ def plan(P:dict) -> dict[str, list[dict]]:
         rts = [rt for rt in ('runc', 'runsc') if rt in P['runtimes'] and (rt == 'runsc' or cfg['app'] not in apps)]
         apps.add(cfg['app'])
         closed += [pt(rt, ep, c, label) for rt in rts for ep in P['endpoints'] for c in C['variant_connections']]
-    burst = [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'], keepalive=False)
-             for rt in P['runtimes'] for ep in P['endpoints'] for r in C['no_keepalive'][ep]]
+    burst = [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'], keepalive=False, pool=pool)
+             for rt in P['runtimes'] for ep in P['endpoints'] for r in C['no_keepalive'][ep] for pool in POOLS]
     return {'load': load, 'closed': closed if C['repetitions'] != 0 else [], 'burst': burst if C['repetitions'] != 0 else []}
 
 # %% ../../nbs/62_runtimes_web.ipynb #c016
@@ -246,14 +250,19 @@ def measure_fn(P:dict, servers:Servers):
     "The `measure(point, repetition)` callable of the load sweep."
     from researchkit.workloads.vegeta import attack
     collapsed: dict[tuple, float] = {}   # (runtime, endpoint, repetition) -> the rate where success fell to COLLAPSE
+    last = [None]                        # the instance the previous point loaded
     def measure(pt:dict, rep:int) -> dict:
         key = (pt['runtime'], pt['endpoint'], rep)
         if P['stop_after_collapse'] and key in collapsed and pt['rate'] > collapsed[key]:
             return {'beyond_collapse': (collapsed[key], 'req/s')}   # not loaded: the lower rate already collapsed
         inst = servers.get(pt['runtime'])
+        load = lambda: attack(servers.client_pod.node, servers.url(pt['endpoint']), rate=pt['rate'], duration=pt['duration'],
+                              timeout=pt['timeout'], cpus=P['client_cpus'], keepalive=pt.get('keepalive', True))
+        if pt.get('pool') == 'grown' and inst is not last[0]:   # a fresh server (the 'growing' point did not drain): grow its pool first, unrecorded
+            load(); servers.drain(); inst = servers.get(pt['runtime'])
+        last[0] = inst
         cpu0 = inst.cpu_seconds()
-        m = attack(servers.client_pod.node, servers.url(pt['endpoint']), rate=pt['rate'], duration=pt['duration'],
-                   timeout=pt['timeout'], cpus=P['client_cpus'], keepalive=pt.get('keepalive', True))
+        m = load()
         drained = servers.drain()
         cpu = inst.cpu_seconds() - cpu0
         ok = round(m['success'] * m['requests'])
@@ -265,6 +274,8 @@ def measure_fn(P:dict, servers:Servers):
         if drained:   # the whole cost of the point is in the cgroup: attribute it to the answered requests
             out['container_cpu_s'] = (cpu, 's')
             if ok: out['cpu_s_per_request'] = (cpu / ok, 's')
+            span = m['attack_s'] + m['wait_s']   # from the first request sent to the last one's answer
+            if span > 0: out['server_busy'] = (cpu / span, 'cores')   # under 1 while requests wait: the server idled with work queued
         else: servers.close()   # still busy with a backlog: the next point starts from a fresh container
         if m['success'] <= COLLAPSE: collapsed[key] = pt['rate']
         return out
@@ -296,6 +307,25 @@ def closed_fn(P:dict, servers:Servers):
         return out
     return measure
 
+def sweeps(run, P:dict, servers, tools:dict) -> None:
+    """The study's sweeps on `servers` (`Servers` or `PodServers`): the cross-check first, then the open-loop sweep (resuming).
+    The cross-check goes repetition by repetition, runtime by runtime and endpoint by endpoint: the closed loop's points, then the
+    open loop without keep-alive on the same server, warm from them; the runsc variants (full profile) last, each from a fresh
+    server. So the two methods a runtime is compared by meet the same half-minute of this VM, whose speed moves by up to x1.6 from
+    one few-second phase to the next (one server's CPU per request: 31-54 ms), with no other endpoint's requests between them
+    (under runsc the 5000 files an I/O request writes and unlinks live in the Sentry), and the server is started once per
+    runtime and repetition, not once per experiment."""
+    pl_, reps = plan(P), P['closed_loop']['repetitions']
+    fns = {'closed': closed_fn(P, servers), 'burst': measure_fn(P, servers)}   # burst: a new connection per request, what keep-alive costs Apache's prefork pool
+    for rep in range(reps if pl_['closed'] or pl_['burst'] else 0):
+        for rt in P['runtimes']:
+            mine = lambda exp, f: [p for p in pl_[exp] if p['runtime'] == rt and f(p)]
+            steps = [(exp, mine(exp, lambda p: p['endpoint'] == ep and p.get('config', 'default') == 'default'))
+                     for ep in P['endpoints'] for exp in ('closed', 'burst')]
+            for exp, pts in steps + [('closed', mine('closed', lambda p: p['config'] != 'default'))]:
+                if pts: run.sweep(exp, pts, fns[exp], repetitions=rep + 1, tools=tools)
+    run.sweep('load', pl_['load'], measure_fn(P, servers), tools=tools)
+
 def run_sweep(P:dict, store, *, servers:Servers, prov, testbed_name:str, progress:bool=True):
     "Sweep every point (resuming: recorded points are skipped)."
     from researchkit.results.sweep import sweep
@@ -317,13 +347,7 @@ def measure(run, P:dict) -> None:
     servers = Servers(run.teardown, P, topology=topo, image=image)
     print(f"image {image}; server pod {topo.pods[0].name} {topo.pods[0].ip} on {topo.hosts[topo.pods[0].host].name}; "
           f"client pod {topo.pods[-1].name} on {topo.hosts[topo.pods[-1].host].name}")
-    tools = tool_versions(server_host, image, P)
-    pl_ = plan(P)
-    if pl_['closed']:   # the cross-check first: each configuration from a fresh, idle server
-        run.sweep('closed', pl_['closed'], closed_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
-    if pl_['burst']:    # the open loop again, a new connection per request: what keep-alive costs Apache's prefork pool
-        run.sweep('burst', pl_['burst'], measure_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
-    run.sweep('load', pl_['load'], measure_fn(P, servers), tools=tools)
+    sweeps(run, P, servers, tool_versions(server_host, image, P))
 
 # %% ../../nbs/62_runtimes_web.ipynb #c033p
 CLIENT_DEBS = ('wrk', 'libluajit-5.1-2')   # the closed loop's load tool and its one library the web root filesystem lacks
@@ -438,12 +462,7 @@ def measure_in_pods(run, P:dict) -> None:
              'server cpus': f"{P['server_cpus']} (taskset in the pod)" + (f", limit {P['cpu_quota']} cores" if P.get('cpu_quota') else '')}
     v = dict(l.split('\t', 1) for l in servers.client_pod.node.run("dpkg-query -W apache2 libapache2-mod-php8.2", check=False, timeout=30).stdout.splitlines() if '\t' in l)
     tools.update({'apache2': v.get('apache2', '?'), 'php': v.get('libapache2-mod-php8.2', '?')})   # the image's (the client pod runs it too)
-    pl_ = plan(P)
-    if pl_['closed']:
-        run.sweep('closed', pl_['closed'], closed_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
-    if pl_['burst']:
-        run.sweep('burst', pl_['burst'], measure_fn(P, servers), repetitions=P['closed_loop']['repetitions'], tools=tools)
-    run.sweep('load', pl_['load'], measure_fn(P, servers), tools=tools)
+    sweeps(run, P, servers, tools)
 
 # %% ../../nbs/62_runtimes_web.ipynb #c020
 def curve(df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate') -> pl.DataFrame:
@@ -590,12 +609,18 @@ def _decide_knees(kr, band, label):
                        f"that range straddles {edges[0]:g}; a finer rate grid near the knees, not more repetitions, would decide it", None)
     return v
 
-def gaps(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc') -> list[float]:
-    "Per repetition, the largest mean response-time gap a − b (s) over the rates both ran."
+def gaps(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc',
+         how:str='max', # 'max': the largest gap over the rates (the paper's "up to"); 'mean': the gap averaged over them
+        ) -> list[float]:
+    """Per repetition, the mean response-time gap a − b (s) at the rates both ran, reduced over the rates by `how`.
+    The largest of several noisy gaps is above 0 even when a and b are alike, so whether a is slower at all is asked of the
+    mean: it is 0 in expectation when they are alike."""
     la, lb = select_load(df, 'latency_mean_s', runtime=a, endpoint=endpoint), select_load(df, 'latency_mean_s', runtime=b, endpoint=endpoint)
     if la.is_empty() or lb.is_empty(): raise NotMeasurable(f"{a} vs {b} {endpoint}", "no response times of both runtimes")
     j = la.select('repetition', 'rate', 'value').join(lb.select('repetition', 'rate', pl.col('value').alias('b')), on=['repetition', 'rate'])
-    return j.group_by('repetition').agg((pl.col('value') - pl.col('b')).max().alias('g')).sort('repetition')['g'].to_list()
+    if how not in ('max', 'mean'): raise ValueError(f"how: 'max' or 'mean', got {how!r}")
+    d = pl.col('value') - pl.col('b')
+    return j.group_by('repetition').agg((d.max() if how == 'max' else d.mean()).alias('g')).sort('repetition')['g'].to_list()
 
 def _seconds_verdict(xs:list[float], band, label:str):
     "A verdict on the t interval of per-repetition values in seconds."
@@ -620,7 +645,7 @@ def claims():
             try: kr = knee_ratio(df, 'runsc', 'runc', ep)
             except NotMeasurable: continue
             parts += [_decide_knees(kr, at_most(grid_step(df, ep) * 1.01), f"{ep}: knee runsc/runc (not above: within one grid step)"),
-                      _seconds_verdict(gaps(df, ep), at_least(0.0), f"{ep}: largest gap runsc − runc (s)")]
+                      _seconds_verdict(gaps(df, ep, how='mean'), at_least(0.0), f"{ep}: mean gap runsc − runc over the common rates (s)")]
         if not parts: raise NotMeasurable('runc vs runsc', "no records of both runc and runsc")
         return all_hold(*parts)
     def c2(df):
@@ -716,6 +741,18 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
     x = closed_table(df)
     if x.height:
         paths += save_chart(table_figure(x, f'Closed-loop cross-check (wrk; beyond the paper) — {sub}'), outdir, 'closed_loop')
+    m = methods_long(df)
+    if m.height:   # both methods side by side: capacity and CPU per request, per endpoint (beyond the paper)
+        order = list(dict.fromkeys(m['method'].to_list()))
+        def panel(ep, q):
+            d = m.filter((pl.col('endpoint') == ep) & (pl.col('quantity') == q)).to_dicts()
+            x = alt.X('method:N', sort=order, title=None, axis=alt.Axis(labelAngle=-30, labelLimit=200))
+            base = alt.Chart(alt.Data(values=d)).encode(x=x, xOffset='runtime:N', color=alt.Color('runtime:N', title='runtime'))
+            return (base.mark_rule().encode(y=alt.Y('lo:Q', title=q), y2='hi:Q') + base.mark_point(filled=True, size=50).encode(y='med:Q')
+                    ).properties(width=230, height=170, title=f"{_EP[ep]} — {q}")
+        rows = [alt.hconcat(*[panel(ep, q) for ep in ENDPOINTS if m.filter(pl.col('endpoint') == ep).height]) for q in ('capacity (req/s)', 'CPU ms/request')]
+        paths += save_chart(alt.vconcat(*rows).properties(title=T('Cross-check: the open loops vs the closed loop (median, min–max; beyond the paper)')),
+                            outdir, 'cross_check')
     return paths
 
 # %% ../../nbs/62_runtimes_web.ipynb #c030
@@ -768,29 +805,41 @@ def notes(df:pl.DataFrame) -> list[str]:
     x = cross_check(df)
     if x.height:
         out += ['### Cross-check: open loop (vegeta) vs closed loop (wrk)', '',
-                "Capacity: the open loop's most answers per second over its rates vs the closed loop's requests/s at its busiest "
-                "connection count. CPU per request: the open loop's points with ≥ 99 % success (short bursts, often above capacity: "
-                "Apache forks workers for the backlog) vs the closed loop's steady state (cgroup CPU from the start until the "
-                "requests still in flight at the end are done, over the requests answered plus those in flight). Median "
-                "[min–max] over repetitions; 'disagrees' when the two ranges do not overlap. '—': no open-loop point that "
-                "held ≥ 99 % also went idle within `drain_s` (its CPU could not be attributed). Points that sent a single request "
-                "are left out of 'most answers/s': vegeta reports such a point as answered at the rate it was sent, not at a "
-                "capacity.", '',
-                *markdown_table(x.columns, x.rows()), '']
-        bad = x.filter(pl.col('methods') != 'agree (ranges overlap)')
+                "Capacity: an open loop's most answers per second over its rates (points that sent at least 2 requests: vegeta reports "
+                "a single request as answered at the rate it was sent) vs the closed loop's requests/s. CPU per request: an open loop's "
+                "points with ≥ 99 % success (cgroup CPU until the server went idle, over the answered requests; '—': no such point went "
+                "idle within `drain_s`) vs the closed loop's steady state (cgroup CPU from the start until the requests still in flight "
+                "at the end are done, over the requests answered plus those in flight). The closed loop's range spans its connection "
+                "counts and repetitions: an open-loop point has several requests in flight, one at a time is the cheapest case. "
+                "Median [min–max]; a method 'disagrees' when its range and the closed loop's do not overlap. 'Without keep-alive' is "
+                "the open loop with a new connection per request (experiment `burst`, rates in `closed_loop.no_keepalive`), measured "
+                "right after the closed loop on the same server; 'with keep-alive' is vegeta as the paper ran it (the load sweep). "
+                "'Server busy': container CPU over the time from the first request to the last answer, at the point with the most "
+                "answers/s (1: the server never idled while requests waited).", '',
+                *markdown_table([c for c in x.columns if c != 'agree'], x.drop('agree').rows()), '']
+        bad = x.filter(pl.col('agree') == False)
+        good = x.filter(pl.col('agree') == True)
+        both = any(c.startswith('no keep-alive') for c in x.columns)
+        if good.height:
+            out += [f"- The open loop {'without keep-alive (where it was measured; else with it)' if both else ''} agrees with the closed loop on "
+                    f"capacity and CPU per request for {', '.join(r['runtime'] + ' ' + r['endpoint'] for r in good.iter_rows(named=True))}.", '']
         if bad.height:
             which = ', '.join(f"{r['runtime']} {r['endpoint']} ({r['methods']})" for r in bad.iter_rows(named=True))
             out += [f"- The methods disagree beyond their spread for {which}. "
                     "Claims 1–4 compare open-loop knees, the paper's method (success within a fixed timeout), so they use the open loop; "
                     "capacity and CPU per request without a backlog are the closed loop's numbers.", '']
-        if 'no keep-alive: answers/s' in x.columns:
-            out += ["- Why they differ: vegeta (as the paper ran it) reuses its connections, and Apache's prefork worker that served a "
-                    "request stays bound to that connection until the client sends again or KeepAliveTimeout (Debian's 5 s) passes. "
-                    "A burst of reused connections therefore holds workers idle while other requests wait in the listen queue, "
-                    "and Apache forks more workers for them: the CPU idles part of the time, the answers take longer, and each costs "
-                    "more CPU. The 'no keep-alive' columns are the open loop again at the same scale with a new connection per "
-                    "request (experiment `burst`, rates in `closed_loop.no_keepalive`): where they agree with the closed loop and the "
-                    "open loop does not, keep-alive accounts for the difference; both numbers are right for what they measure.", '']
+        if both:
+            out += ["- Why an open loop can cost more than the closed loop: a burst has many requests in flight, and Apache's prefork pool "
+                    "(5 workers at the start, 10 kept spare) grows by forking a worker for each request it cannot serve yet (1, 2, 4, … "
+                    "per second). The forks and each new worker's first request cost CPU in the container (under runsc the Sentry "
+                    "implements fork), and the burst waits for them. 'Pool growing' is a burst onto the pool the closed loop left; "
+                    "'pool grown' the same burst at once after it: where 'grown' agrees with the closed loop and 'growing' does not, "
+                    "growing the pool is the difference. Keep-alive adds to it: vegeta (as the paper ran it) reuses its connections, "
+                    "and a prefork worker that served a request stays bound to its connection until the client sends again or "
+                    "KeepAliveTimeout (Debian's 5 s) passes, so once a burst has sent its requests a worker that answered one waits on "
+                    "its idle connection while other requests wait for a fork ('server busy' under 1). Both numbers are right for what "
+                    "they measure: the knees (claims 1–4) are the keep-alive open loop's, as in the paper, pool growth included; the "
+                    "capacity and CPU per request of a server that has its workers are the methods that agree.", '']
         ct = closed_table(df)
         for ep in ENDPOINTS:
             t = ct.filter(pl.col('endpoint') == ep) if ct.height else ct
@@ -830,49 +879,96 @@ def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
 
 def _overlap(a:tuple, b:tuple) -> bool: return a[0] <= b[1] and b[0] <= a[1]
 
-def _open_loop_stats(df:pl.DataFrame, experiment:str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    "An open-loop experiment's (`load`: vegeta as the paper ran it; `burst`: a new connection per request) capacity, the most answers/s over its rates that sent at least 2 requests, and CPU per request at its points with ≥ 99 % success, each per endpoint × runtime (`_per_rep`)."
+def _spread(s:pl.DataFrame, by:list[str], col:str='value') -> pl.DataFrame:
+    "Median, min, max and n of `col` per `by` (every row one measurement)."
+    return s.group_by(*by).agg(pl.col(col).median().alias('med'), pl.col(col).min().alias('lo'), pl.col(col).max().alias('hi'), pl.len().alias('n'))
+
+def _burst_pool(df:pl.DataFrame, pool:str) -> pl.DataFrame:
+    "`df` with only the no-keep-alive bursts (experiment 'burst') of `pool` ('growing' or 'grown'); bursts recorded before the pool was a parameter ran onto the pool the closed loop left: 'growing'."
+    has = pl.col('pool').fill_null('growing') if 'pool' in df.columns else pl.lit('growing')
+    return df.filter((pl.col('experiment') != 'burst') | (has == pool))
+
+def _open_loop_stats(df:pl.DataFrame, experiment:str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    "An open-loop experiment's (`load`: vegeta as the paper ran it; `burst`: a new connection per request) capacity, the most answers/s over its rates that sent at least 2 requests; the server's busy share at that point (container CPU over the time from the first request to the last answer); and CPU per request at its points with ≥ 99 % success; each per endpoint × runtime, over repetitions (med, lo, hi, n)."
     from researchkit.claims import select
     key = ['point_key', 'repetition', 'campaign']
     ok = select(df, 'success_rate', experiment=experiment).filter(pl.col('value') >= SUCCESS_KNEE).select(*key)
-    cap = _per_rep(select(several_requests(df, experiment), 'throughput_rps', experiment=experiment), ['endpoint', 'runtime'], pl.col('value').max())
+    t = select(several_requests(df, experiment), 'throughput_rps', experiment=experiment)
+    best = t.sort('value', descending=True).unique(['endpoint', 'runtime', 'repetition', 'campaign'], keep='first')
+    cap = _spread(best, ['endpoint', 'runtime'])
+    busy = select(df, 'server_busy', experiment=experiment)
+    busy = (_spread(best.select(*key, 'endpoint', 'runtime').join(busy.select(*key, pl.col('value').alias('busy')), on=key), ['endpoint', 'runtime'], 'busy')
+            if busy.height else cap.clear())
     cpu = _per_rep(select(df, 'cpu_s_per_request', experiment=experiment).join(ok, on=key), ['endpoint', 'runtime'])
-    return cap, cpu
+    return cap, busy, cpu
+
+def methods_long(df:pl.DataFrame) -> pl.DataFrame:
+    "The cross-check's numbers as one row per endpoint × runtime × method × quantity ('capacity (req/s)', 'CPU ms/request'): med, lo, hi, n (what `cross_check` compares, for the figure)."
+    from researchkit.claims import select
+    cl = lambda m: select(df, m, experiment='closed').filter(pl.col('config') == 'default') if 'config' in df.columns else pl.DataFrame()
+    if cl('throughput_rps').is_empty(): return pl.DataFrame()
+    by = ['endpoint', 'runtime']
+    conns = sorted(cl('throughput_rps')['connections'].unique().to_list())
+    methods = {f"closed loop (c={conns[0]}{f'–{conns[-1]}' if len(conns) > 1 else ''})": (_spread(cl('throughput_rps'), by), _spread(cl('cpu_s_per_request'), by))}
+    for pool in ('grown', 'growing'):
+        cap, _, cpu = _open_loop_stats(_burst_pool(df, pool), 'burst')
+        if cap.height: methods[f"no keep-alive, pool {pool}"] = (cap, cpu)
+    cap, _, cpu = _open_loop_stats(df, 'load')
+    methods["keep-alive (the paper's)"] = (cap, cpu)
+    parts = [t.with_columns(pl.lit(m).alias('method'), pl.lit(q).alias('quantity'), *(pl.col(c) * k for c in ('med', 'lo', 'hi')))
+             for m, (cap, cpu) in methods.items() for q, t, k in (('capacity (req/s)', cap, 1.0), ('CPU ms/request', cpu, 1000.0)) if t.height]
+    return pl.concat([p.select('endpoint', 'runtime', 'method', 'quantity', 'med', 'lo', 'hi', pl.col('n').cast(pl.Int64)) for p in parts]) if parts else pl.DataFrame()
 
 def cross_check(df:pl.DataFrame) -> pl.DataFrame:
-    "Open loop (vegeta: capacity = most answers/s, CPU per request at points ≥ 99 % success) against the closed loop (wrk at its busiest connection count: requests/s, CPU per request), per endpoint × runtime in the default configuration, each median [min–max] over repetitions, the runsc/runc ratios by each method, and whether the two methods' ranges overlap."
+    """Each open loop against the closed loop, per endpoint × runtime in the default configuration: capacity (the open loop's most
+    answers/s; the closed loop's requests/s) and CPU per request (the open loop's points with ≥ 99 % success; the closed loop's
+    steady state), each median [min–max]. The closed loop's range spans its connection counts (1 and 4) and repetitions: an open-loop
+    point has several requests in flight, and one at a time is the cheapest case. The open loop without keep-alive (experiment
+    `burst`) first, then vegeta as the paper ran it (`load`, keep-alive) with the server's busy share at its best point; the
+    runsc/runc ratios by each method; and whether each open loop's ranges overlap the closed loop's (`agree`: the one the
+    campaign's capacity and CPU per request are compared by — without keep-alive where it was measured)."""
     from researchkit.claims import select
     if select(df, 'throughput_rps', experiment='closed').is_empty() or select(df, 'throughput_rps', experiment='load').is_empty(): return pl.DataFrame()
-    o_cap, o_cpu = _open_loop_stats(df, 'load')
     cl = lambda m: select(df, m, experiment='closed').filter(pl.col('config') == 'default')
-    busiest = _per_rep(cl('throughput_rps'), ['endpoint', 'runtime', 'connections']).sort('med', descending=True).unique(['endpoint', 'runtime'], keep='first')
-    c_cap = busiest.drop('connections')
-    c_cpu = _per_rep(cl('cpu_s_per_request').join(busiest.select('endpoint', 'runtime', 'connections'), on=['endpoint', 'runtime', 'connections']), ['endpoint', 'runtime'])
-    b_cap, b_cpu = _open_loop_stats(df, 'burst')   # a new connection per request
-    burst = b_cap.height > 0
-    rows = []
+    by = ['endpoint', 'runtime']
+    c_cap = _spread(cl('throughput_rps'), by)
+    c_cpu = _spread(cl('cpu_s_per_request'), by)
+    conns = sorted(cl('throughput_rps')['connections'].unique().to_list())
+    cname = f"c={conns[0]}" + (f"–{conns[-1]}" if len(conns) > 1 else '')
+    o_cap, o_busy, o_cpu = _open_loop_stats(df, 'load')
+    nk = {pool: _open_loop_stats(_burst_pool(df, pool), 'burst') for pool in POOLS}   # a new connection per request
+    nk = {pool: s for pool, s in nk.items() if s[0].height}
+    ref = nk.get('grown', nk.get('growing'))   # the no-keep-alive open loop the ratios use: the grown pool's where measured
     get = lambda t, ep, rt: (lambda r: r.row(0, named=True) if r.height else None)(t.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt)))
     cell = lambda r, k=1.0, d=1: '—' if r is None else f"{r['med'] * k:.{d}f} [{r['lo'] * k:.{d}f}–{r['hi'] * k:.{d}f}]"
-    ratio = lambda a, b: None if a is None or b is None or not b['med'] else round(a['med'] / b['med'], 2)
+    ratio = lambda a, b: '—' if a is None or b is None or not b['med'] else f"{a['med'] / b['med']:.2g}"
+    def vs(what, a, b):
+        if a is None or b is None: return None, ''
+        ok = _overlap((a['lo'], a['hi']), (b['lo'], b['hi']))
+        return ok, f"{what} {'agrees' if ok else 'disagrees'} ({a['med'] / b['med']:.2f} × the closed loop's)"
+    rows = []
     for ep in ENDPOINTS:
         for rt in [r for r in RUNTIME_NAMES if get(o_cap, ep, r) or get(c_cap, ep, r)]:
-            oc, cc, ou, cu = get(o_cap, ep, rt), get(c_cap, ep, rt), get(o_cpu, ep, rt), get(c_cpu, ep, rt)
-            bc, bu = get(b_cap, ep, rt), get(b_cpu, ep, rt)
-            bus = get(busiest, ep, rt)
-            agree = []
-            for what, a, b, nk in (('capacity', oc, cc, bc), ('CPU/request', ou, cu, bu)):
-                if a is not None and b is not None and not _overlap((a['lo'], a['hi']), (b['lo'], b['hi'])):
-                    x = lambda r: f"{r['med'] / b['med']:.2f} × the closed loop's" if b['med'] else ''
-                    why = '' if nk is None else (f"; without keep-alive {'agrees' if _overlap((nk['lo'], nk['hi']), (b['lo'], b['hi'])) else 'disagrees too'}: "
-                                                 f"{x(nk)}")
-                    agree.append(f"{what} disagrees ({x(a)}{why})")
-            rows.append({'endpoint': ep, 'runtime': rt, 'open loop: most answers/s': cell(oc, 1, 2),
-                         'closed-loop capacity (req/s)': cell(cc, 1, 2) + (f" at c={bus['connections']}" if bus else ''),
-                         'open-loop CPU ms/request': cell(ou, 1000), 'closed-loop CPU ms/request': cell(cu, 1000),
-                         **({'no keep-alive: answers/s': cell(bc, 1, 2), 'no keep-alive: CPU ms/request': cell(bu, 1000)} if burst else {}),
-                         'capacity runsc/runc open | closed': f"{ratio(oc, get(o_cap, ep, 'runc')) or '—'} | {ratio(cc, get(c_cap, ep, 'runc')) or '—'}" if rt != 'runc' else '',
-                         'CPU runsc/runc open | closed': f"{ratio(ou, get(o_cpu, ep, 'runc')) or '—'} | {ratio(cu, get(c_cpu, ep, 'runc')) or '—'}" if rt != 'runc' else '',
-                         'methods': '; '.join(agree) or 'agree (ranges overlap)'})
+            cc, cu = get(c_cap, ep, rt), get(c_cpu, ep, rt)
+            said, verdicts = [], []
+            methods = [(f"without keep-alive, pool {pool}", s) for pool, s in sorted(nk.items(), key=lambda kv: kv[0] != 'grown')]
+            for label, (cap, busy, cpu) in [(l, [get(t, ep, rt) for t in s]) for l, s in methods + [('with keep-alive', (o_cap, o_busy, o_cpu))]]:
+                (ok1, s1), (ok2, s2) = vs('capacity', cap, cc), vs('CPU/request', cpu, cu)
+                if ok1 is None and ok2 is None: continue
+                if ok1 is False and busy is not None: s1 += f", the server busy {busy['med']:.2f} of the time to the last answer"
+                said.append(f"{label}: " + '; '.join(x for x in (s1, s2) if x))
+                verdicts.append(ok1 is not False and ok2 is not False)
+            r = {'endpoint': ep, 'runtime': rt, f'closed loop ({cname}): req/s': cell(cc, 1, 2), f'closed loop ({cname}): CPU ms/request': cell(cu, 1000)}
+            for pool, (b_cap, _, b_cpu) in sorted(nk.items(), key=lambda kv: kv[0] != 'grown'):
+                r.update({f'no keep-alive, pool {pool}: answers/s': cell(get(b_cap, ep, rt), 1, 2), f'no keep-alive, pool {pool}: CPU ms/request': cell(get(b_cpu, ep, rt), 1000)})
+            r.update({'keep-alive: most answers/s': cell(get(o_cap, ep, rt), 1, 2), 'keep-alive: server busy there': cell(get(o_busy, ep, rt), 1, 2),
+                      'keep-alive: CPU ms/request': cell(get(o_cpu, ep, rt), 1000)})
+            three = lambda t: '' if rt == 'runc' else ' | '.join(ratio(get(x, ep, rt), get(x, ep, 'runc')) for x in t)
+            r['capacity runsc/runc closed | ' + ('no keep-alive | ' if ref else '') + 'keep-alive'] = three((c_cap, ref[0], o_cap) if ref else (c_cap, o_cap))
+            r['CPU runsc/runc closed | ' + ('no keep-alive | ' if ref else '') + 'keep-alive'] = three((c_cpu, ref[2], o_cpu) if ref else (c_cpu, o_cpu))
+            r['methods'] = '; '.join(said) or '—'
+            r['agree'] = verdicts[0] if verdicts else None
+            rows.append(r)
     return pl.DataFrame(rows)
 
 def variants_table(df:pl.DataFrame) -> pl.DataFrame:
