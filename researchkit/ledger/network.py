@@ -227,16 +227,15 @@ def _up(self, *, timeout:float=180) -> 'Network':
     return self
 Network.up = _up
 
-def _build(self):
+def _place(self):
+    "Where the nodes run: the network directory on every machine (registered first, so it goes last) and one pod per node plus the client pod; sets `nodes` and `client`."
     s, L = self.spec, self.layout
-    # 1. the network directory on every machine (registered first, so it goes last)
     for m in self.used:
         node = self.machines[m]
         undo = f"rm -rf --one-file-system {shlex.quote(L.root)} 2>/dev/null; rmdir {FABRIC_ROOT} 2>/dev/null; true"
         self._td.add(f"fabric directory {L.root} on {m}", lambda node=node, undo=undo: node.run(undo, check=False, timeout=120),
                      undo=undo, node=node.ledger_node)
     self.images = {m: str(host_rootfs(self.machines[m])) for m in self.used}
-    # 2. one pod per node plus the client pod
     hosts = [self.hosts[m] for m in self.used] if self.hosts is not None else None
     self.topology = Topology('bridge', placement=self.placement, pods=self.npods, teardown=self._td, hosts=hosts).up()
     for n in s.nodes():
@@ -245,6 +244,12 @@ def _build(self):
         self.nodes[n.name] = FabNode(n.name, n.role, n.org, p.ip, p.node, m, L.node(n.name),
                                      None if n.role == 'client' else s.limits_for(n.name)[0], n)
     self.client = self.nodes['client'].pod
+Network._place = _place
+
+def _build(self):
+    s, L = self.spec, self.layout
+    # 1-2. the network directory on every machine, one pod per node plus the client pod (`_place`; in pods: `PodNetwork`)
+    self._place()
     self._step('topology')
     # 3. files: Fabric's config with our external builder, the builder, the chaincode package
     m0 = self.machines[self.first]; q = shlex.quote
