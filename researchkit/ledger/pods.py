@@ -143,6 +143,10 @@ class PodNetwork(Network):
             self.nodes[n.name] = FabNode(n.name, n.role, n.org, pod.ip, pod, n.name, L.node(n.name), lim, n)
         self.client = self.machines[self.first]
 
+    def _parallel(self, jobs:dict, workers:int=4) -> dict:
+        "`Network._parallel`, one job after another: the jobs are exec streams into the client pod, and `kubernetes.stream` swaps the request method of the API client it is given for each call, so two threads on one pod's client interfere."
+        return {k: f() for k, f in jobs.items()}
+
     def _own_dirs(self, n:FabNode) -> list[str]:
         "The directories of `n` that `_build` makes on the first machine (the client pod) and its own pod needs too."
         L = self.layout
