@@ -116,6 +116,9 @@ class PodNetwork(Network):
         try: kube.runtime_class(self.spec.runtime)
         except ConfigError: raise NotMeasurable(self.spec.runtime, kube.why_not(self.spec.runtime)) from None
         for n in self.spec.containers(): kube.check_cpu(self.spec.limits_for(n.name)[0].cpus, fabric_node)
+        total = sum(self.spec.limits_for(n.name)[0].cpus or 0 for n in self.spec.nodes() if n.role != 'client')
+        try: kube.check_cpu(total or None, fabric_node)   # a pod's request is its limit: the Fabric pods (the setup CA too) must fit together
+        except ConfigError as e: raise ConfigError('limits', f"the Fabric pods' CPU limits add up to {total:g} cores (each pod requests its limit): {e.msg}") from None
         self.kube, self.image, self.fabric_node, self.client_node = kube, image, fabric_node, client_node
         self.teardown, self.testbed, self.on_step, self.hosts = teardown, None, on_step, None
         self.first = 'client'   # the client pod: the first machine, where the crypto is made and every client runs
