@@ -514,9 +514,9 @@ def measure_in_pods(run, P:dict) -> None:
     c = kube.check()
     cores = int(min(v['capacity_cpu'] for v in c['nodes'].values()))
     check_host(P, {'cores': cores, 'online': list(range(cores))})   # the CPUs the pods pin (taskset) exist on every node
+    image = kube.image('fabric', fabric_archive, tag=fabric_tag())   # (no reference and no local cluster: ConfigError before any pod)
     tools = tool_versions(run.node)
     kube.ensure_namespace(run.teardown)   # the run's: the networks' pods come and go, the namespace stays
-    image = kube.image('fabric', fabric_archive, tag=fabric_tag())
     bench = PodBench(run, P, kube=kube, image=image)
     tools.update({'kubernetes': c['version'], 'runtime classes': json.dumps(kube.spec['runtime_classes'], sort_keys=True),
                   'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items()),
