@@ -17,9 +17,9 @@ from .runtimes.adapters import Instance
 log = logging.getLogger('researchkit.monitor')
 
 # %% auto #0
-__all__ = ['log', 'SAMPLER_PY', 'MIN_INTERVAL', 'FLUSH_S', 'KATA_NOTE', 'COLUMNS', 'CLASS_COLUMNS', 'SERIES_UNITS',
-           'SERIES_SUFFIX', 'MonitorError', 'instance_dirs', 'check_cpus', 'Monitor', 'downsample', 'series_records',
-           'series_frame']
+__all__ = ['log', 'SAMPLER_PY', 'MIN_INTERVAL', 'FLUSH_S', 'KATA_NOTE', 'COLUMNS', 'CLASS_COLUMNS', 'POD_SAMPLER_SH',
+           'SERIES_UNITS', 'SERIES_SUFFIX', 'MonitorError', 'instance_dirs', 'check_cpus', 'check_labels', 'Monitor',
+           'PodMonitor', 'downsample', 'series_records', 'series_frame']
 
 # %% ../nbs/19_monitor.ipynb #c005
 SAMPLER_PY = r'''"""researchkit monitor sampler: per-cgroup CPU and memory at absolute deadlines (stdlib only; one JSON line per sample).
@@ -276,6 +276,21 @@ def _python(node:Node) -> str:
     if not p: raise NotMeasurable('monitor', f"no python3 on node {node.name} (the sampler is a stdlib-only Python script)")
     return p
 
+def check_labels(labels:dict|None, # name -> {column: value} added to a monitor's frame
+                 targets:dict,     # the monitor's targets
+                ) -> dict:
+    "name -> its labels for every target, or `ConfigError('labels.<name>[.<column>]')`."
+    if labels is None: labels = {}
+    if not isinstance(labels, dict): raise ConfigError('labels', "a mapping target name -> {column: value}")
+    for n, lab in labels.items():
+        if n not in targets: raise ConfigError(f'labels.{n}', f"not a target (targets: {', '.join(targets)})")
+        if not isinstance(lab, dict): raise ConfigError(f'labels.{n}', "a mapping column -> value")
+        for k, v in lab.items():
+            if not isinstance(k, str) or not k or k in COLUMNS or k in CLASS_COLUMNS:
+                raise ConfigError(f'labels.{n}.{k}', f"a column name that is not one of {', '.join(COLUMNS + CLASS_COLUMNS)}")
+            if not (v is None or isinstance(v, (str, int, float))): raise ConfigError(f'labels.{n}.{k}', f"{v!r}: a string or number")
+    return {n: dict(labels.get(n, {})) for n in targets}
+
 class Monitor:
     "Per-container CPU and memory sampled at fixed deadlines by a small process on the containers' host; a context manager."
     def __init__(self, targets:dict,                 # name -> runtime `Instance`, cgroup directory, or list of directories (v1 hierarchies)
@@ -302,16 +317,7 @@ class Monitor:
         if machines - {node.ledger_node}:
             raise ConfigError('node', f"containers on {sorted(machines)} but the sampler would run on {node.ledger_node}: one Monitor per host")
         self.node = node
-        if labels is None: labels = {}
-        if not isinstance(labels, dict): raise ConfigError('labels', "a mapping target name -> {column: value}")
-        for n, lab in labels.items():
-            if n not in targets: raise ConfigError(f'labels.{n}', f"not a target (targets: {', '.join(targets)})")
-            if not isinstance(lab, dict): raise ConfigError(f'labels.{n}', "a mapping column -> value")
-            for k, v in lab.items():
-                if not isinstance(k, str) or not k or k in COLUMNS or k in CLASS_COLUMNS:
-                    raise ConfigError(f'labels.{n}.{k}', f"a column name that is not one of {', '.join(COLUMNS + CLASS_COLUMNS)}")
-                if not (v is None or isinstance(v, (str, int, float))): raise ConfigError(f'labels.{n}.{k}', f"{v!r}: a string or number")
-        self.labels = {n: dict(labels.get(n, {})) for n in targets}
+        self.labels = check_labels(labels, targets)
         if procs is None: want = {t['name'] for t in ts if t['classify'] == 'runsc'}
         elif isinstance(procs, bool): want = set(targets) if procs else set()
         elif isinstance(procs, (list, tuple, set)) and all(p in targets for p in procs): want = set(procs)
@@ -497,6 +503,122 @@ class Monitor:
         return s
 
     def __repr__(self): return f"Monitor({list(self.targets)}, interval={self.interval:g}, node={self.node.name!r})"
+
+# %% ../nbs/19_monitor.ipynb #c016b
+POD_SAMPLER_SH = r'''# researchkit pod sampler; argv: INTERVAL_US FIRST_DEADLINE_US OUT; one line "k t_us cpu_ns" per deadline met
+iv=$1 next=$2 out=$3 k=0
+if [ -r /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then f=/sys/fs/cgroup/cpuacct/cpuacct.usage m=1
+elif [ -r /sys/fs/cgroup/cpu.stat ]; then f=/sys/fs/cgroup/cpu.stat m=1000
+else echo "no cpuacct.usage or cpu.stat under /sys/fs/cgroup" >&2; exit 2; fi
+exec 3<> <(:)    # a pipe nobody writes: `read -t` on it sleeps without a fork
+: > "$out"
+while :; do
+  d=$(( next - ${EPOCHREALTIME/[.,]/} ))
+  if (( d > 0 )); then printf -v s '%d.%06d' $(( d / 1000000 )) $(( d % 1000000 )); read -t "$s" -u 3; fi
+  t=${EPOCHREALTIME/[.,]/} u=
+  if (( m == 1 )); then read -r u < "$f"; else while read -r key val; do [[ $key == usage_usec ]] && { u=$val; break; }; done < "$f"; fi
+  [[ -n $u ]] && echo "$k $t $(( u * m ))" >> "$out"
+  (( k += 1, next += iv ))
+  while (( next <= ${EPOCHREALTIME/[.,]/} )); do (( k += 1, next += iv )); done   # deadlines already past: missed
+done
+'''
+
+class PodMonitor:
+    "`Monitor` for pods of a Kubernetes testbed: each pod's CPU from its own cgroup, sampled at shared deadlines by a bash loop inside the pod (`POD_SAMPLER_SH`); `t0_epoch`, `frame()`, `classes()` (empty) and `metrics()` as `Monitor`'s; a context manager."
+    def __init__(self, targets:dict,              # name -> a started `PodNode`
+                 *, interval:float=1.0,           # seconds between samples (absolute deadlines t0 + k·interval)
+                 teardown:Teardown|None=None,     # the caller's teardown: the loops are stopped when it closes (deleting a pod ends its loop too)
+                 labels:dict|None=None,           # name -> {column: value} added to the frame (role, org, …)
+                ):
+        "Check everything (`ConfigError` naming the field); nothing starts until `start()` or `with`."
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval) or interval < MIN_INTERVAL:
+            raise ConfigError('interval', f"{interval!r}: seconds between samples, a number ≥ {MIN_INTERVAL}")
+        if not isinstance(targets, dict) or not targets: raise ConfigError('targets', "a non-empty mapping name -> PodNode")
+        for n, p in targets.items():
+            if not isinstance(n, str) or not n or len(n) > 64 or not set(n) <= _NAME_OK:
+                raise ConfigError(f'targets.{n}', "target names are 1-64 characters of letters, digits, '_', '.', '-'")
+            if getattr(p, 'kind', None) != 'pod': raise ConfigError(f'targets.{n}', f"{p!r} is not a PodNode")
+        self.targets, self.interval = dict(targets), float(interval)
+        self.labels = check_labels(labels, targets)
+        self.runtimes = {n: p.runtime for n, p in targets.items()}
+        self._outer, self.procs, self.header, self.out = teardown, {}, None, None
+        self._samples: list[dict] = []
+        self._started = self._stopped = False
+
+    def start(self) -> 'PodMonitor':
+        "Start one loop per pod, all on the same deadlines; returns once every pod has taken its first sample."
+        if self._started: raise MonitorError("this PodMonitor was started already (use one per load point)")
+        self._started = True
+        self.tag = f"{current_run_id()}-podmon-{secrets.token_hex(3)}"
+        self.out = f"/tmp/{self.tag}.txt"
+        if self._outer is not None: self._outer.callback(f"pod monitor {self.tag}", self._quiet_stop)
+        t0 = time.time() + 0.5 + 0.2 * len(self.targets)   # after every loop has started (one exec each)
+        self.header = {'t0_epoch': t0, 'clk_tck': 100}
+        try:
+            for n, p in self.targets.items():   # no teardown entry of its own: its ledger line would run on this machine, not in the pod
+                self.procs[n] = p.spawn(f"exec bash -c {shlex.quote(POD_SAMPLER_SH)} sampler {round(self.interval * 1e6)} {round(t0 * 1e6)} {self.out}")
+            time.sleep(max(0.0, t0 + self.interval - time.time()))
+            for n in self.targets: self._await_first(n)
+        except BaseException:
+            self._quiet_stop(); raise
+        return self
+
+    def _await_first(self, n:str, timeout:float=20):
+        "Until pod `n`'s loop has written a sample; `MonitorError` with its log if it exits or time runs out."
+        p, proc, deadline = self.targets[n], self.procs[n], time.monotonic() + timeout
+        while not p.run(f"test -s {shlex.quote(self.out)}", check=False, timeout=30).ok:
+            if not proc.alive(): raise MonitorError(f"the sampler in pod {p.pod} exited before its first sample", proc.output())
+            if time.monotonic() > deadline: raise MonitorError(f"the sampler in pod {p.pod} took no sample within {timeout:g} s", proc.output())
+            time.sleep(0.05)
+
+    def stop(self) -> 'PodMonitor':
+        "End every loop and read its samples (one exec per pod); idempotent. A pod that cannot be read has no samples (its CPU is then missing from the window, as a gone container's)."
+        if not self._started: raise MonitorError("this PodMonitor was never started")
+        if self._stopped: return self
+        self._stopped = True
+        q = shlex.quote(self.out)
+        for n, p in self.targets.items():
+            kill = f"kill -TERM -{self.procs[n].pid} 2>/dev/null; " if n in self.procs else ''
+            try: self._parse(n, p.run(f"{kill}cat {q} 2>/dev/null; rm -f {q}", check=False, timeout=60).stdout)
+            except Exception as e: log.warning('pod monitor %s: %s: %s', self.tag, n, e)
+        return self
+
+    def _quiet_stop(self):
+        "Teardown callback: stop if still running; never raises."
+        try: self.stop()
+        except Exception as e: log.warning('pod monitor %s: %s', getattr(self, 'tag', '?'), e)
+
+    def __enter__(self): return self.start()
+    def __exit__(self, et, ev, tb):
+        if et is None: self.stop()
+        else: self._quiet_stop()
+        return False
+
+    def _parse(self, n:str, text:str):
+        "Pod `n`'s lines `k t_us cpu_ns` as samples in `Monitor`'s shape (a torn last line is ignored)."
+        t0 = self.header['t0_epoch']
+        for line in text.splitlines():
+            f = line.split()
+            if len(f) != 3 or not all(x.isdigit() for x in f): continue
+            k, t, ns = map(int, f)
+            self._samples.append({'k': k, 't': t / 1e6 - t0, 'v': {n: (ns, None, None)}})
+
+    @property
+    def t0_epoch(self) -> float|None:
+        "Wall-clock time (epoch seconds) of the first deadline: `t` = 0 in the frame; None before start."
+        return self.header['t0_epoch'] if self.header else None
+
+    frame = Monitor.frame       # the same tidy series (memory columns empty)
+    classes = Monitor.classes   # empty: no per-process classes in a pod
+
+    def metrics(self) -> dict:
+        "Samples expected (deadlines up to each pod's last sample), taken and missed, and pods without a sample, as record metrics with `Monitor.metrics`' names (the loops' own CPU is in the pods they measure: not separable)."
+        ks = {n: [s['k'] for s in self._samples if n in s['v']] for n in self.targets}
+        exp, taken = sum(max(k) + 1 for k in ks.values() if k), sum(len(k) for k in ks.values())
+        return {'monitor_expected': (float(exp), 'samples'), 'monitor_taken': (float(taken), 'samples'),
+                'monitor_missed': (float(exp - taken), 'samples'), 'monitor_gone': (float(sum(not k for k in ks.values())), 'targets')}
+
+    def __repr__(self): return f"PodMonitor({list(self.targets)}, interval={self.interval:g})"
 
 # %% ../nbs/19_monitor.ipynb #c018
 SERIES_UNITS = {'cpu_cores': 'cores', 'cpu_s': 's', 'mem_bytes': 'bytes', 'working_set_bytes': 'bytes'}

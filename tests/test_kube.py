@@ -2,7 +2,8 @@
 containerd and etcd, one node (`researchkit.runtimes.kube_cluster`), started once for this file and stopped at its end with
 the host exactly as found. Pods as nodes (`researchkit.testbed.kube.PodNode`) per runtime class: exit codes, timeouts,
 files, background processes, CPU limits enforced in the pod's cgroup; bad input rejected before anything exists; a run
-interrupted or killed leaves no pod and no namespace behind.
+interrupted or killed leaves no pod and no namespace behind. Fabric in pods (`researchkit.ledger.pods.PodNetwork`) and the
+hlf-kata smoke study on the cluster (drafted, not yet run: see the branch wip/hlf-kata-pods).
 
 The first build of the four binaries takes ~6 min on 2 cores (then the tool cache has them); a cluster starts in ~30 s."""
 import json, os, pathlib, signal, subprocess, sys, textwrap, time, pytest, yaml
@@ -175,12 +176,12 @@ def test_an_interrupted_or_killed_run_leaves_no_pod_and_no_namespace(cluster, ku
 
 
 def test_a_study_that_does_not_run_in_pods_refuses_a_kubernetes_testbed_before_anything_starts(tmp_path):
-    "A study whose method does not run in pods (all but runtimes-web) says so, naming the testbed, before any preflight, cluster contact or record."
+    "A study whose method does not run in pods (all but runtimes-web and hlf-kata) says so, naming the testbed, before any preflight, cluster contact or record."
     from researchkit.studies.campaign import Campaign
     (tmp_path/'kubeconfig').write_text('apiVersion: v1\nkind: Config\nclusters: []\n')   # never read: the refusal comes first
     inv = tmp_path/'k.yaml'
     inv.write_text(yaml.safe_dump({'name': 'k', 'kubernetes': {'kubeconfig': str(tmp_path/'kubeconfig')}}))
-    for study in ('hlf-kata', 'cni-net', 'lsm-bpf', 'hlf-ec'):
+    for study in ('cni-net', 'lsm-bpf', 'hlf-ec'):
         with pytest.raises(ConfigError) as e: Campaign(study, profile='smoke', testbed=str(inv), results_dir=tmp_path/'r', figures_dir=tmp_path/'f')
         assert e.value.where == 'testbed' and 'does not run on a kubernetes testbed yet' in e.value.msg, e.value
     assert not (tmp_path/'r').exists()
@@ -235,3 +236,79 @@ def test_an_image_is_the_inventorys_or_built_once_for_a_cluster_on_this_machine(
     assert local().image('t', build, tag='researchkit.local/rk-test:1') == 'researchkit.local/rk-test:1' and len(built) == 1   # imported: not built again
     k = local(); k.image('t', build, tag='researchkit.local/rk-test:1')
     assert PodNode(k, 'img', image='t').image == 'researchkit.local/rk-test:1'   # a pod of image 't' gets that reference
+
+
+def test_a_fabric_network_comes_up_in_pods_with_their_cpu_limits_and_leaves_no_pod(cluster):
+    "`PodNetwork`: the paper's 7 Fabric nodes each a pod of the Fabric image with its CPU and memory limit (the setup CA's pod gone after enrollment), the client pod apart; ready (invoke, a query on every endorsing peer, discovery of both organizations); rk-load from the client pod commits under `PodMonitor`, which sees each pod's CPU; a live quota is refused; `down()` deletes every pod, the run's namespace stays for the teardown that made it."
+    import polars as pl
+    from researchkit.ledger.pods import PodNetwork, fabric_archive, fabric_tag, POD_BIN
+    from researchkit.ledger.spec import NetworkSpec, Limits
+    from researchkit.monitor import PodMonitor
+    from researchkit.workloads.fabload import open_loop
+    k = Kube(spec(cluster, local_containerd=cluster.sock))
+    image = k.image('fabric', fabric_archive, tag=fabric_tag())
+    with Teardown() as td:
+        steps = []
+        spec_ = NetworkSpec(batch_timeout_s=0.2, limits={'peer': Limits(cpus=0.4), 'all': Limits(cpus=0.1, cpuset='1')})
+        net = PodNetwork(spec_, kube=k, teardown=td, image=image, on_step=lambda s, t: steps.append(s)).up(timeout=600)
+        assert steps[0] == 'topology' and steps[-1] == 'ready', steps
+        inst = net.instances()
+        assert sorted(inst) == ['ca-org1', 'ca-org2', 'cc-peer0-org1', 'cc-peer0-org2', 'orderer0', 'peer0-org1', 'peer0-org2']
+        assert len(k.pods()) == 8                                                    # the 7 and the client pod; ca-orderer deleted
+        for name, cpu in [('peer0-org1', '400m'), ('orderer0', '100m'), ('cc-peer0-org2', '100m')]:
+            res = k.core.read_namespaced_pod(net.nodes[name].pod.pod, k.namespace).spec.containers[0].resources
+            assert res.limits == {'cpu': cpu, 'memory': '512Mi'} and res.requests == res.limits, (name, res)
+        assert net.nodes['peer0-org1'].pod.run('cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us').stdout.strip() == '40000'
+        assert 'taskset -c 1' in net.nodes['orderer0'].instance.proc.cmd                # the spec's cpuset, inside the pod
+        assert sorted(net.discovered) == ['Org1MSP', 'Org2MSP'] and net.query('get', 'rk-ready')
+        with PodMonitor({n: i.pod for n, i in inst.items()}, interval=0.25, teardown=td,
+                        labels={n: {'role': net.nodes[n].role} for n in inst}) as mon:
+            res = open_loop(net, rate=10, duration=3, warmup=1, cpus=None, cgroup=False, binary=f"{POD_BIN}/rk-load", teardown=td)
+        assert res['ok'] >= 0.9 * res['sent'], res.metrics                              # 10 tx/s is far below these limits
+        f = mon.frame()
+        busy = f.filter(pl.col('cpu_cores').is_not_null()).group_by('container').agg(pl.col('cpu_cores').mean())
+        assert set(busy['container']) == set(inst) and busy.filter(pl.col('container') == 'peer0-org1')['cpu_cores'][0] > 0, busy
+        assert (busy['cpu_cores'] <= 0.45).all(), busy                                   # no pod above its limit (0.4 the largest)
+        m = mon.metrics(); assert m['monitor_gone'][0] == 0 and m['monitor_taken'][0] >= 7 * 10, m
+        with pytest.raises(ConfigError) as e: net.set_limits('peer', cpus=0.2)
+        assert e.value.where == 'cpus'
+        d = net.describe()
+        assert d['nodes']['peer0-org1']['cpu_limit'] == 0.4 and d['nodes']['peer0-org1']['cluster_node'] == cluster.node_name and d['image'] == image
+        assert net.down() == [] and k.pods() == []
+    assert [n.metadata.name for n in k.core.list_namespace().items if n.metadata.name.startswith('rk')] == [], 'a run namespace was left'
+
+
+def test_hlf_kata_smoke_runs_in_pods_of_a_real_cluster(cluster, kube, tmp_path):
+    "`researchkit run hlf-kata --testbed <the cluster's inventory> --profile smoke` with offered loads in tx/s (the smoke profile's rates are fractions of the secure runtime's capacity, and with no gVisor class here the secure role is not measurable): a network of pods per budget, each pod's CPU limit its share of the budget; the records the claims and figures read, the cluster in provenance, the secure role's points not measurable with the cluster's reasons, no pod or namespace left."
+    import polars as pl
+    from researchkit.results.store import ResultStore
+    from researchkit.claims import evaluate
+    import researchkit.studies.hlf_kata as hk
+    inv = cluster.write_inventory(tmp_path/'cluster.yaml')
+    r = subprocess.run([str(pathlib.Path(sys.executable).parent/'researchkit'), 'run', 'hlf-kata', '--testbed', str(inv), '--profile', 'smoke',
+                        '--param', 'rate_unit=tx/s', '--param', 'rates=[10]', '--param', 'network_timeout_s=600',
+                        '--results', str(tmp_path/'results'), '--figures', str(tmp_path/'figures'), '--no-progress'],
+                       capture_output=True, text=True, timeout=2400)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-4000:]
+    df = ResultStore(tmp_path/'results').load('hlf-kata')
+    tps = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'tps_window'))
+    assert set(tps['runtime']) == {'runc'} and sorted(tps['budget']) == [0.5, 1.0] and (tps['value'] > 5).all(), tps
+    cpu = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'fabric_cpu_cores'))
+    assert cpu.height == 2 and all(0 < r_['value'] <= 1.15 * r_['budget'] for r_ in cpu.iter_rows(named=True)), cpu   # the pods' limits held
+    q = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'quota_peer'))
+    assert sorted(q['value'].round(4)) == [round(0.5 / 7, 4), round(1.0 / 7, 4)]
+    ups = df.filter((pl.col('experiment') == 'network') & (pl.col('metric') == 'up_s'))
+    assert ups.height == 2 and set(ups['runtime']) == {'runc'}                         # a network per budget: a pod's limit is fixed
+    nm = df.filter(pl.col('metric') == 'not_measurable')
+    assert nm.filter((pl.col('experiment') == 'runtimes') & (pl.col('runtime') == 'kata'))['note'].str.contains('Kata').all()
+    if 'runsc' not in cluster.runtime_classes:
+        assert nm.filter((pl.col('experiment') == 'runtimes') & (pl.col('runtime') == 'runsc'))['note'].str.contains('CAP_SYS_RESOURCE').all()
+        assert set(nm.filter(pl.col('experiment') == 'budget')['budget']) == {0.5, 1.0}  # the secure role's points, with the reasons
+    tv = json.loads(tps['tool_versions'][0])
+    assert tv['kubernetes'] == KUBE_VERSION and tv['fabric image'].startswith('researchkit.local/fabric:') and 'runc' not in tv, tv
+    assert tv['pod placement'] == f"Fabric pods and the client pod (rk-load) on the cluster's one node {cluster.node_name}", tv
+    assert df['testbed'][0] == f"kube-{cluster.run_id}"
+    table = evaluate(hk.claims(), df)
+    assert table['id'].to_list() == ['1', '2', '3', '4', 'kata']
+    assert any(p.name.startswith('fig3a_tps_latency') for p in hk.figures(df, tmp_path/'figs')), 'Fig. 3a is drawn from these records'
+    assert [n.metadata.name for n in kube.core.list_namespace().items if n.metadata.name.startswith('rk')] == [], 'a run namespace was left'

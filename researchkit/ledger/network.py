@@ -24,7 +24,7 @@ from .spec import (NetworkSpec, OrgSpec, NodeSpec, Limits, Layout, check_limits,
 
 # %% auto #0
 __all__ = ['CLIENT_TOOLS', 'ROLE_TOOLS', 'SDK_VERSION', 'SDK_INSTALL', 'SDK_SCRIPT', 'NetworkError', 'fabric_config_dir',
-           'fabric_tools', 'FabNode', 'Network', 'sdk_version']
+           'fabric_tools', 'FabNode', 'network_args', 'Network', 'sdk_version']
 
 # %% ../../nbs/29_fabric_network.ipynb #c005
 CLIENT_TOOLS = ('peer', 'osnadmin', 'configtxgen', 'discover', 'fabric-ca-client')   # run in the client pod
@@ -65,7 +65,7 @@ class FabNode:
     role: str                      # 'ca' | 'orderer' | 'peer' | 'chaincode' | 'client'
     org: str                       # organization ('orderer' for the orderer organization; '' for the client)
     ip: str                        # pod address
-    pod: NetnsNode                 # the pod's network namespace
+    pod: Node                      # the pod: its network namespace (NetnsNode), or a PodNode (ledger.pods.PodNetwork)
     machine: str                   # testbed machine it runs on
     dir: str                       # its directory (`nodes/<name>`) on that machine
     limits: Limits|None            # CPU quota, cpuset, memory (None: the client pod)
@@ -74,6 +74,14 @@ class FabNode:
 
     @property
     def host(self) -> Node: return self.pod.parent
+
+def network_args(spec, teardown, on_step) -> NetworkSpec:
+    "The arguments every network takes, checked: `spec` (None, a mapping or a `NetworkSpec`) as a `NetworkSpec`; `ConfigError` naming spec, teardown or on_step."
+    spec = NetworkSpec() if spec is None else NetworkSpec.from_dict(spec) if isinstance(spec, dict) else spec
+    if not isinstance(spec, NetworkSpec): raise ConfigError('spec', f"expected a NetworkSpec or a mapping, got {spec!r}")
+    if not isinstance(teardown, Teardown): raise ConfigError('teardown', f"expected a Teardown, got {teardown!r}")
+    if on_step is not None and not callable(on_step): raise ConfigError('on_step', f"expected a callable(step, seconds), got {on_step!r}")
+    return spec
 
 class Network:
     "A Fabric network on the runtime layer: `up()` → ready, `down()` removes every container, namespace, cgroup, directory and process."
@@ -84,10 +92,7 @@ class Network:
                  on_step=None,                           # callable(step, seconds) after each step of `up()`
                 ):
         from researchkit.testbed.tools import go_tools
-        spec = NetworkSpec() if spec is None else NetworkSpec.from_dict(spec) if isinstance(spec, dict) else spec
-        if not isinstance(spec, NetworkSpec): raise ConfigError('spec', f"expected a NetworkSpec or a mapping, got {spec!r}")
-        if not isinstance(teardown, Teardown): raise ConfigError('teardown', f"expected a Teardown, got {teardown!r}")
-        if on_step is not None and not callable(on_step): raise ConfigError('on_step', f"expected a callable(step, seconds), got {on_step!r}")
+        spec = network_args(spec, teardown, on_step)
         if tools is not None and not (isinstance(tools, dict) and all(isinstance(v, str) and v.startswith('/') for v in tools.values())):
             raise ConfigError('tools', f"expected a mapping name -> absolute path, got {tools!r}")
         self.hosts = None
@@ -227,16 +232,15 @@ def _up(self, *, timeout:float=180) -> 'Network':
     return self
 Network.up = _up
 
-def _build(self):
+def _place(self):
+    "Where the nodes run: the network directory on every machine (registered first, so it goes last) and one pod per node plus the client pod; sets `nodes` and `client`."
     s, L = self.spec, self.layout
-    # 1. the network directory on every machine (registered first, so it goes last)
     for m in self.used:
         node = self.machines[m]
         undo = f"rm -rf --one-file-system {shlex.quote(L.root)} 2>/dev/null; rmdir {FABRIC_ROOT} 2>/dev/null; true"
         self._td.add(f"fabric directory {L.root} on {m}", lambda node=node, undo=undo: node.run(undo, check=False, timeout=120),
                      undo=undo, node=node.ledger_node)
     self.images = {m: str(host_rootfs(self.machines[m])) for m in self.used}
-    # 2. one pod per node plus the client pod
     hosts = [self.hosts[m] for m in self.used] if self.hosts is not None else None
     self.topology = Topology('bridge', placement=self.placement, pods=self.npods, teardown=self._td, hosts=hosts).up()
     for n in s.nodes():
@@ -245,6 +249,12 @@ def _build(self):
         self.nodes[n.name] = FabNode(n.name, n.role, n.org, p.ip, p.node, m, L.node(n.name),
                                      None if n.role == 'client' else s.limits_for(n.name)[0], n)
     self.client = self.nodes['client'].pod
+Network._place = _place
+
+def _build(self):
+    s, L = self.spec, self.layout
+    # 1-2. the network directory on every machine, one pod per node plus the client pod (`_place`; in pods: `PodNetwork`)
+    self._place()
     self._step('topology')
     # 3. files: Fabric's config with our external builder, the builder, the chaincode package
     m0 = self.machines[self.first]; q = shlex.quote

@@ -1,4 +1,4 @@
-"""Hyperledger Fabric in pods of a Kubernetes testbed: the image every Fabric pod runs — the same pinned binaries, sampleconfig and external chaincode builder the local method runs from this machine's tool cache, in one layer over a Debian root filesystem.
+"""Hyperledger Fabric in pods of a Kubernetes testbed: the image every Fabric pod runs — the same pinned binaries, sampleconfig and external chaincode builder the local method runs from this machine's tool cache, in one layer over a Debian root filesystem — and `PodNetwork`, the local method's network with every node in a pod of that image.
 
 Docs: https://researchkit.github.io/researchkit/fabric_pods.html.md"""
 
@@ -6,14 +6,19 @@ Docs: https://researchkit.github.io/researchkit/fabric_pods.html.md"""
 
 # %% ../../nbs/29b_fabric_pods.ipynb #c003
 from __future__ import annotations
-import hashlib, json, pathlib
-from ..core import NotMeasurable
-from .spec import FABRIC_PIN, core_yaml, builder_scripts
-from .network import CLIENT_TOOLS, ROLE_TOOLS, fabric_config_dir, fabric_tools
+import hashlib, json, pathlib, secrets, shlex, tempfile
+from types import SimpleNamespace
+from ..core import ConfigError, NotMeasurable, current_run_id
+from ..teardown import Teardown
+from ..testbed.kube import PodNode
+from ..runtimes.adapters import Instance
+from .spec import (FABRIC_PIN, FABRIC_ROOT, FABRIC_VERSION, FABRIC_MODULE, FABRIC_CA_VERSION, PAPER_FABRIC,
+    NetworkSpec, Layout, core_yaml, builder_scripts)
+from .network import CLIENT_TOOLS, ROLE_TOOLS, FabNode, Network, network_args, fabric_config_dir, fabric_tools
 
 # %% auto #0
 __all__ = ['FABRIC_IMAGE_PACKAGES', 'POD_CFG', 'POD_BUILDER', 'POD_BIN', 'image_tools', 'fabric_image_entries', 'fabric_tag',
-           'fabric_archive']
+           'fabric_archive', 'pod_tools', 'PodInstance', 'PodNetwork']
 
 # %% ../../nbs/29b_fabric_pods.ipynb #c004
 FABRIC_IMAGE_PACKAGES = ('procps', 'curl')           # over minbase: pgrep for PodNode's timeouts, curl for the orderer's metrics
@@ -55,3 +60,135 @@ def fabric_archive(dest:str,               # where to write the docker-archive t
     from researchkit.runtimes.kube_cluster import image_archive
     return image_archive(fabric_tag(peer_tool), fabric_image_entries(peer_tool), dest, tree=rootfs_image(FABRIC_IMAGE_PACKAGES),
                          env=[f"PATH={POD_BIN}:/usr/sbin:/usr/bin:/sbin:/bin", f"FABRIC_CFG_PATH={POD_CFG}"], cmd=['sleep', 'infinity'])
+
+# %% ../../nbs/29b_fabric_pods.ipynb #c007
+def pod_tools(peer_tool:str='peer') -> dict[str, str]:
+    "name -> path in the Fabric image of each tool it carries (`image_tools`): what every pod of a `PodNetwork` runs."
+    return {n: f"{POD_BIN}/{'peer' if n == peer_tool else n}" for n in image_tools(peer_tool)}
+
+class PodInstance:
+    "A Fabric node's process in its pod: the part of a runtime `Instance` that `Network` uses (ready, alive, log, delete) and its pod's CPU seconds."
+    def __init__(self, pod:PodNode,   # the node's pod
+                 proc,                # its process there (`PodNode.spawn`)
+                ):
+        self.pod, self.proc, self.id, self.rc = pod, proc, pod.pod, None
+        self.runtime = SimpleNamespace(name=pod.runtime)
+
+    def alive(self) -> bool:
+        "Is the process running in its pod? (False once the pod is gone)"
+        try: return self.pod.started and self.proc.alive()
+        except Exception: return False
+
+    def log(self) -> str:
+        "What the process wrote so far."
+        try: return self.proc.output()
+        except Exception as e: return f"(no log: {type(e).__name__}: {e})"
+
+    wait_ready = Instance.wait_ready   # poll a probe; `ContainerError` with the log when the process exits or time runs out
+
+    def cpu_seconds(self) -> float:
+        "CPU seconds of the pod so far (`PodNode.cpu_seconds`: its own cgroup, as the runtime shows it inside)."
+        return self.pod.cpu_seconds()
+
+    def delete(self):
+        "Delete the pod (its process with it)."
+        self.pod.stop()
+
+    def __repr__(self): return f"PodInstance({self.id}, {self.runtime.name})"
+
+class PodNetwork(Network):
+    "A `Network` whose nodes are pods of a Kubernetes testbed (each a machine of its own), the client pod the first: every step of `up()` but `_place` is `Network`'s."
+    def __init__(self, spec:NetworkSpec|dict|None=None,  # the network; its `Limits` become the pods' CPU and memory limits (a cpuset: taskset in the pod)
+                 *, kube,                              # the testbed's `Kube`
+                 teardown:Teardown,                    # the run's teardown: the network goes down (its pods deleted) when it closes
+                 image:str,                            # the Fabric image (`Kube.image('fabric', fabric_archive, tag=fabric_tag())`)
+                 fabric_node:str|None=None,            # cluster node of every Fabric pod (None: the scheduler's choice)
+                 client_node:str|None=None,            # cluster node of the client pod, where the load generator runs
+                 on_step=None,                         # callable(step, seconds) after each step of `up()`
+                ):
+        spec = network_args(spec, teardown, on_step)
+        tools = pod_tools(spec.peer_tool())
+        self.spec = spec.validate(None, tools=set(tools))   # node-free checks here; each pod's limits against the cluster below
+        nodes = kube.check()['nodes']
+        for field, v in (('fabric_node', fabric_node), ('client_node', client_node)):
+            if v is not None and v not in nodes: raise ConfigError(field, f"no node {v!r} in the cluster; nodes: {', '.join(nodes)}")
+        kube.runtime_class('runc')   # the client pod's: ConfigError('runtime') when the inventory maps none
+        try: kube.runtime_class(self.spec.runtime)
+        except ConfigError: raise NotMeasurable(self.spec.runtime, kube.why_not(self.spec.runtime)) from None
+        for n in self.spec.containers(): kube.check_cpu(self.spec.limits_for(n.name)[0].cpus, fabric_node)
+        total = sum(self.spec.limits_for(n.name)[0].cpus or 0 for n in self.spec.nodes() if n.role != 'client')
+        try: kube.check_cpu(total or None, fabric_node)   # a pod's request is its limit: the Fabric pods (the setup CA too) must fit together
+        except ConfigError as e: raise ConfigError('limits', f"the Fabric pods' CPU limits add up to {total:g} cores (each pod requests its limit): {e.msg}") from None
+        self.kube, self.image, self.fabric_node, self.client_node = kube, image, fabric_node, client_node
+        self.teardown, self.testbed, self.on_step, self.hosts = teardown, None, on_step, None
+        self.first = 'client'   # the client pod: the first machine, where the crypto is made and every client runs
+        self.used = [self.first] + [n.name for n in self.spec.nodes() if n.role in ('orderer', 'peer')]   # what `_sync` copies to
+        self.machines: dict[str, PodNode] = {}              # node name -> its pod, once placed
+        self.tools = {n.name: tools for n in self.spec.nodes()}   # one image everywhere
+        self.config_dir = POD_CFG
+        self.tag = f"{current_run_id()}-{secrets.token_hex(2)}"
+        self.layout = Layout(f"{FABRIC_ROOT}/{self.tag}")
+        self.nodes, self.timings = {}, {}
+        self.topology = self.package_id = self.client = self._td = self._deadline = None
+        self._up = False
+
+    def _place(self):
+        "One pod per node plus the client pod, started one after another before any file exists (their addresses go into the certificates); each pod is its node's machine."
+        s, L = self.spec, self.layout
+        self.kube.ensure_namespace(self.teardown)   # the caller's teardown: the run's namespace outlives this network
+        short = self.tag.rsplit('-', 1)[1]          # pod `<run>-<short>-<node>`: the networks of one run never collide
+        for n in s.nodes():   # not in threads: a pod created after a Ctrl-C's teardown ran would be left
+            lim = None if n.role == 'client' else s.limits_for(n.name)[0]
+            pod = PodNode(self.kube, f"{short}-{n.name}", runtime='runc' if lim is None else s.runtime, image=self.image,
+                          cpu=lim.cpus if lim else None, memory=f"{lim.memory_mb}Mi" if lim and lim.memory_mb else None,
+                          node=self.client_node if lim is None else self.fabric_node, teardown=self._td).start()
+            self.machines[n.name] = pod
+            self.nodes[n.name] = FabNode(n.name, n.role, n.org, pod.ip, pod, n.name, L.node(n.name), lim, n)
+        self.client = self.machines[self.first]
+
+    def _parallel(self, jobs:dict, workers:int=4) -> dict:
+        "`Network._parallel`, one job after another: the jobs are exec streams into the client pod, and `kubernetes.stream` swaps the request method of the API client it is given for each call, so two threads on one pod's client interfere."
+        return {k: f() for k, f in jobs.items()}
+
+    def _own_dirs(self, n:FabNode) -> list[str]:
+        "The directories of `n` that `_build` makes on the first machine (the client pod) and its own pod needs too."
+        L = self.layout
+        return [L.ca_home(n.org)] if n.role == 'ca' else [L.data(n.name)] if n.role in ('orderer', 'peer') else []
+
+    def _start(self, n:FabNode, command:list, env:dict, *, rw=(), shared:bool=False):
+        "Start node `n`'s process in its pod (its directories made first; `shared` and `rw` need no mount: the pod holds what `_sync` copied), pinned to its limits' cpuset there."
+        dirs = [*rw, *self._own_dirs(n)]
+        if dirs: n.pod.run(f"mkdir -p {' '.join(map(shlex.quote, dirs))}", timeout=30)
+        proc = n.pod.spawn(shlex.join(map(str, command)), env=env, cpus=n.limits.cpuset)   # no teardown entry: deleting the pod ends it
+        n.instance = PodInstance(n.pod, proc)
+        return n.instance
+
+    def _wait_port(self, n:FabNode, port:int):
+        "`Network._wait_port`; a CA that answers has written its TLS certificate, which the client pod then gets (locally they share the host's directory)."
+        super()._wait_port(n, port)
+        if n.role == 'ca': self._copy(n.pod, self.client, self.layout.ca_tls(n.org))
+
+    def _copy(self, src:PodNode, dst:PodNode, path:str):
+        "Copy file `path` of pod `src` to the same path in pod `dst`, through this machine."
+        with tempfile.TemporaryDirectory() as d:
+            src.get(path, f"{d}/f"); dst.put(f"{d}/f", path)
+
+    def set_limits(self, name_or_role:str, *, cpus:float|None) -> list[str]:
+        "Refused: a pod's CPU limit is fixed once it runs (in-place resize does not complete on containerd 1.6); bring up a `PodNetwork` whose spec has the limits."
+        raise ConfigError('cpus', f"fabric network {self.tag} runs in pods, whose CPU limits are fixed when they start: make a "
+                                  f"PodNetwork with limits {{{name_or_role!r}: Limits(cpus={cpus})}} instead")
+
+    def describe(self) -> dict:
+        "Provenance of the network in pods (plain data for records): the Fabric build, the image, the runtime's class, each node's pod, cluster node and limits."
+        s, cls = self.spec, self.kube.runtime_class(self.spec.runtime)
+        return {'fabric': FABRIC_VERSION, 'fabric_module': f"{FABRIC_MODULE} {FABRIC_PIN}", 'fabric_ca': f"github.com/hyperledger/fabric-ca {FABRIC_CA_VERSION}",
+                'chaincode': f"rk-kv, chaincode as a service, package id {self.package_id}", 'paper_fabric': PAPER_FABRIC,
+                'block_file_mib': s.block_file_mib, 'peer_binary': s.peer_tool(), 'image': self.image, 'runtime': s.runtime,
+                'runtime_version': f"RuntimeClass {cls}" if cls else "the cluster's default handler", 'kubernetes': self.kube.check()['version'],
+                'channel': s.channel, 'endorsement': s.endorsement,
+                'nodes': {k: {'role': n.role, 'org': n.org, 'ip': n.ip, 'pod': n.pod.pod, 'cluster_node': n.pod.host, 'cpu_limit': n.pod.cpu,
+                              'memory_limit': n.pod.memory, 'cpuset_in_pod': n.limits.cpuset if n.limits else None}
+                          for k, n in self.nodes.items() if not n.spec.setup_only},
+                'containers': len(self.instances()), 'spec': s.describe(), 'timings': dict(self.timings)}
+
+    def __repr__(self): return f"PodNetwork({self.tag!r}, {self.spec.runtime}, {len(self.spec.containers())} pods, {'up' if self._up else 'down'})"

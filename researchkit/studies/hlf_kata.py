@@ -15,13 +15,14 @@ from .contract import Study, ADAPTIVE, check_cpu_budgets
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_OF', 'STANDIN_NOTE', 'VCPU_MECHANISM', 'SCHEMA',
-           'SERIES_EVERY', 'CARRIED', 'CALIBRATION_LOADS', 'RATE_CHECKS', 'RATE_STEP', 'HEADROOM', 'BACKLOG_S', 'TPS',
-           'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT', 'STARVED', 'BARELY', 'study',
-           'pcpu', 'check_params', 'check_host', 'plan', 'quotas', 'runtime_rows', 'block_tps', 'backlog_growth',
-           'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate', 'measure', 'per_rep', 'decide_mean',
-           'secure_runtime', 'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims',
-           'fig3_table', 'fig3_ratios', 'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'rate_check_note',
-           'notes', 'preflight', 'tool_versions']
+           'SERIES_EVERY', 'CARRIED', 'CALIBRATION_LOADS', 'RATE_CHECKS', 'RATE_STEP', 'HEADROOM', 'BACKLOG_S',
+           'POD_CPU_NOTE', 'TPS', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT', 'STARVED',
+           'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'quotas', 'runtime_rows', 'block_tps',
+           'backlog_growth', 'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate', 'measure', 'measure_with',
+           'pod_runtime_rows', 'PodBench', 'measure_in_pods', 'per_rep', 'decide_mean', 'secure_runtime',
+           'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios',
+           'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'rate_check_note', 'notes', 'preflight',
+           'tool_versions']
 
 # %% ../../nbs/64_hlf_kata.ipynb #c005
 NAME = 'hlf-kata'
@@ -220,17 +221,34 @@ class Bench:
         self.capacity: float|None = None      # tx/s at the largest budget of the runtime whose capacity sets the rates (native's or the secure one's)
         self.td.callback('hlf-kata network', self.close)
 
+    shuffle = True   # the sweeps' points in a random order per repetition (one network per runtime serves them all)
+
     def network(self, runtime:str):
-        "The running network of `runtime`, bringing it up (and the other one down) when needed; its up time is recorded (experiment `network`)."
-        from researchkit.ledger.network import Network
-        from researchkit.ledger.spec import NetworkSpec, Limits
+        "The running network of `runtime`, bringing it up (and the other one down) when needed."
+        from researchkit.ledger.spec import Limits
         if self.net is not None and self.runtime == runtime and self.net._up: return self.net
+        return self.bring_up(runtime, {'all': Limits(cpuset=str(self.P['fabric_cpus']))})
+
+    def configured(self, pt:dict, q:dict[str, float]):
+        "The network of point `pt`'s runtime with the quotas `q` (role -> cores) written live."
+        net = self.network(pt['runtime'])
+        for role, c in q.items(): net.set_limits(role, cpus=c)
+        return net
+
+    def make(self, spec, td:Teardown):
+        "A network of `spec` on the campaign's testbed, not up yet."
+        from researchkit.ledger.network import Network
+        return Network(spec, teardown=td, testbed=None if self.run.testbed.is_local else self.run.testbed)
+
+    def bring_up(self, runtime:str, limits:dict):
+        "Bring the current network down and one of `runtime` with `limits` (node, role or 'all' -> `Limits`) up; its up time is recorded (experiment `network`)."
+        from researchkit.ledger.spec import NetworkSpec
         self.close()
         P, run = self.P, self.run
-        spec = NetworkSpec(runtime=runtime, batch_timeout_s=P['batch_timeout_s'], limits={'all': Limits(cpuset=str(P['fabric_cpus']))})
+        spec = NetworkSpec(runtime=runtime, batch_timeout_s=P['batch_timeout_s'], limits=limits)
         self._td = Teardown(self.td.ledger)
         t = time.monotonic()
-        net = Network(spec, teardown=self._td, testbed=None if run.testbed.is_local else run.testbed)
+        net = self.make(spec, self._td)
         net.up(timeout=P['network_timeout_s'])
         self.ups[runtime] = up = time.monotonic() - t
         self.net, self.runtime = net, runtime
@@ -241,6 +259,17 @@ class Bench:
                    note=f"{net.tag}: {net.spec.runtime} {net.describe()['runtime_version']}; steps {net.timings}")
         print(f"{runtime} network {net.tag} ready in {up:.1f} s ({len(net.instances())} containers on CPUs {P['fabric_cpus']})")
         return net
+
+    def monitor(self, net, td:Teardown):
+        "The CPU monitor of the network's Fabric containers (their cgroups, sampled on the client CPUs), labelled with their roles."
+        from researchkit.monitor import Monitor
+        inst = net.instances()
+        return Monitor(inst, interval=self.P['monitor_interval_s'], cpus=str(self.P['client_cpus']), teardown=td,
+                       labels={k: {'role': net.nodes[k].role} for k in inst})
+
+    def load_options(self) -> dict:
+        "`open_loop`'s options for this bench's networks (none: rk-load in a cgroup of its own, the pinned build)."
+        return {}
 
     def close(self):
         "Bring the current network down (idempotent)."
@@ -266,20 +295,17 @@ class Bench:
     def load(self, pt:dict, rep:int, *, rate:float, series:bool=False, timeout:float|None=None) -> dict:
         "Set the point's quotas live, then run rk-load (open loop) under the monitor; metrics of the measured window (and with `series` the CPU-over-time records)."
         from researchkit.workloads.fabload import open_loop
-        from researchkit.monitor import Monitor
         P = self.P
-        net = self.network(pt['runtime'])
         q = quotas(P, pt)
-        for role, c in q.items(): net.set_limits(role, cpus=c)
+        net = self.configured(pt, q)
         cap = max(1, min(int(math.ceil(rate * P['inflight_s'])), net.spec.gateway_concurrency - 10))
         inst = net.instances()
         with Teardown(self.td.ledger) as td:
-            mon = Monitor(inst, interval=P['monitor_interval_s'], cpus=str(P['client_cpus']), teardown=td,
-                          labels={k: {'role': net.nodes[k].role} for k in inst})
+            mon = self.monitor(net, td)
             with mon:
                 t_launch = time.time() - mon.t0_epoch
                 res = open_loop(net, rate=rate, duration=pt['seconds'], warmup=P['warmup_s'], cpus=str(P['client_cpus']),
-                                max_inflight=cap, timeout=timeout or P['tx_timeout_s'], teardown=td)
+                                max_inflight=cap, timeout=timeout or P['tx_timeout_s'], teardown=td, **self.load_options())
         m = dict(res.metrics)
         rows = res.rows
         w0 = rows.filter(~pl.col('warmup'))['intended_s'].min()
@@ -386,9 +412,18 @@ def _unavailable(reason:str):
     return measure
 
 def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: which runtimes can run here (recorded), then per runtime one network — native: calibration, Fig. 3 and Fig. 4 points; secure (or its stand-in): the same — each point's quotas set live."
+    "The method on the campaign `run`: which runtimes can run here (recorded), then per runtime one network — native: calibration, Fig. 3 and Fig. 4 points; secure (or its stand-in): the same — each point's quotas set live. On a Kubernetes testbed: `measure_in_pods`."
+    if run.testbed.kube is not None: return measure_in_pods(run, P)
     check_params(P)
-    status = {role: (rt, ok, why) for role, rt, ok, why in runtime_rows(P, run.node)}
+    measure_with(run, P, rows=runtime_rows(P, run.node), bench=Bench(run, P), tools=tool_versions(run.node))
+
+def measure_with(run, P:dict,
+                 *, rows:list[tuple],   # (role, runtime, ok, version or the measured reason) of the native, secure and stand-in runtimes
+                 bench:Bench,           # brings each point's network up and loads it (`Bench`, `PodBench`)
+                 tools:dict,            # tool versions for provenance
+                ) -> None:
+    "The method wherever it runs (`P` checked): the runtimes' rows recorded, the secure runtime's points not measurable (with the reason) where it cannot run and its stand-in in its role, then per runtime its calibration, Fig. 3 and Fig. 4 points on `bench`'s networks."
+    status = {role: (rt, ok, why) for role, rt, ok, why in rows}
     run.sweep('runtimes', [dict(role=role, runtime=rt) for role, (rt, ok, why) in status.items()],
               lambda pt, rep: ({'available': (1.0, f"1 = runs here ({status[pt['role']][2][:120]})")} if status[pt['role']][1]
                                else _unavailable(status[pt['role']][2])(pt, rep)), repetitions=1)
@@ -403,8 +438,6 @@ def measure(run, P:dict) -> None:
         print(f"{sec_rt} is not measurable here ({sec_why}); " + (f"{st_rt} stands in for it, labelled as a stand-in" if st_ok
               else f"the stand-in {st_rt} cannot run either ({st_why})"))
     pl_ = plan(P, secure or P['secure'])
-    bench = Bench(run, P)
-    tools = tool_versions(run.node)
     try:
         roles = [('native', status['native'][1], status['native'][2]),
                  ('secure', secure is not None, sec_why if sec_ok else f"{sec_why}; the stand-in {st_rt}: {st_why}")]
@@ -415,10 +448,82 @@ def measure(run, P:dict) -> None:
             if cal: run.sweep('calibration', cal, fn('calibration'), repetitions=1, tools=tools)
             for exp in ('budget', 'vcpu'):
                 pts = [p for p in pl_[exp] if p['role'] == role]
-                if pts: run.sweep(exp, pts, fn(exp), tools=tools, shuffle=True)
+                if pts: run.sweep(exp, pts, fn(exp), tools=tools, shuffle=bench.shuffle)
             bench.close()
     finally:
         bench.close()
+
+def pod_runtime_rows(P:dict, kube) -> list[tuple[str, str, bool, str]]:
+    "(role, runtime, ok, its RuntimeClass or the measured reason) for the native, secure and stand-in runtimes on a Kubernetes testbed: a runtime runs where the inventory maps a class for it (a class whose pods cannot start says so, with the pod's events, at its first network)."
+    out = []
+    for role in ('native', 'secure', 'standin'):
+        try: cls = kube.runtime_class(P[role])
+        except ConfigError: out.append((role, P[role], False, kube.why_not(P[role]))); continue
+        out.append((role, P[role], True, f"RuntimeClass {cls}" if cls else "the cluster's default handler"))
+    return out
+
+class PodBench(Bench):
+    "`Bench` on a Kubernetes testbed: a network is a `PodNetwork` whose Fabric pods have the point's quotas as CPU limits — fixed once a pod runs, so a network per runtime and quotas, and the points in plan order (one budget's after another) — rk-load in the client pod on another node where there is one, the CPU of each pod's own cgroup (`PodMonitor`)."
+    shuffle = False   # a shuffled order would bring a network up for nearly every point
+
+    def __init__(self, run, P:dict,
+                 *, kube,       # the testbed's `Kube`
+                 image:str,     # the Fabric image's reference
+                ):
+        super().__init__(run, P)
+        self.kube, self.image, self.quotas = kube, image, None
+        nodes = sorted(kube.check()['nodes'])   # (those the inventory's node_selector allows)
+        self.fabric_node, self.client_node = (nodes[0], nodes[1]) if len(nodes) >= 2 else (None, None)
+        self.placement = (f"Fabric pods on node {nodes[0]}, the client pod (rk-load) on node {nodes[1]}" if len(nodes) >= 2 else
+                          f"Fabric pods and the client pod (rk-load) on the cluster's one node {nodes[0]}")
+
+    def configured(self, pt:dict, q:dict[str, float]):
+        "The network of point `pt`'s runtime whose pods have the quotas `q` (role -> cores) as CPU limits; a new one when the runtime or the quotas change."
+        from researchkit.ledger.spec import Limits
+        if self.net is not None and (self.runtime, self.quotas) == (pt['runtime'], q) and self.net._up: return self.net
+        net = self.bring_up(pt['runtime'], {role: Limits(cpus=c, cpuset=str(self.P['fabric_cpus'])) for role, c in q.items()})
+        self.quotas = dict(q)
+        return net
+
+    def make(self, spec, td:Teardown):
+        "A `PodNetwork` of `spec`: the Fabric pods on `fabric_node`, the client pod on `client_node`."
+        from researchkit.ledger.pods import PodNetwork
+        return PodNetwork(spec, kube=self.kube, teardown=td, image=self.image, fabric_node=self.fabric_node, client_node=self.client_node)
+
+    def monitor(self, net, td:Teardown):
+        "A `PodMonitor` of the network's Fabric pods, labelled with their roles."
+        from researchkit.monitor import PodMonitor
+        inst = net.instances()
+        return PodMonitor({k: i.pod for k, i in inst.items()}, interval=self.P['monitor_interval_s'], teardown=td,
+                          labels={k: {'role': net.nodes[k].role} for k in inst})
+
+    def load_options(self) -> dict:
+        "rk-load of the Fabric image, not in a cgroup of its own (a pod cannot make one: its CPU is rk-load's own getrusage)."
+        from researchkit.ledger.pods import POD_BIN
+        return {'cgroup': False, 'binary': f"{POD_BIN}/rk-load"}
+
+POD_CPU_NOTE = ("each pod's own cgroup as the runtime shows it inside (PodMonitor): under runsc gVisor's account of the sandboxed "
+                "processes, under Kata the guest's; the sentry, gofer and VMM are not in it")
+
+def measure_in_pods(run, P:dict) -> None:
+    "The method on a Kubernetes testbed: the Fabric image (imported into a cluster on this machine, else the inventory's `images.fabric`), the runtimes that have a RuntimeClass, then the same sweeps on `PodBench`; the cluster's version, nodes, classes, the image and the placement in provenance."
+    import json
+    from researchkit.ledger.pods import fabric_archive, fabric_tag
+    check_params(P)
+    kube = run.testbed.kube
+    c = kube.check()
+    cores = int(min(v['capacity_cpu'] for v in c['nodes'].values()))
+    check_host(P, {'cores': cores, 'online': list(range(cores))})   # the CPUs the pods pin (taskset) exist on every node
+    image = kube.image('fabric', fabric_archive, tag=fabric_tag())   # (no reference and no local cluster: ConfigError before any pod)
+    tools = tool_versions(run.node)
+    kube.ensure_namespace(run.teardown)   # the run's: the networks' pods come and go, the namespace stays
+    bench = PodBench(run, P, kube=kube, image=image)
+    tools.update({'kubernetes': c['version'], 'runtime classes': json.dumps(kube.spec['runtime_classes'], sort_keys=True),
+                  'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items()),
+                  'fabric image': image, 'pod placement': bench.placement, 'fabric cpu': POD_CPU_NOTE,
+                  'quota': "the pods' CPU limits, set when they start (a network per runtime and quotas); fabric_cpus as taskset in each pod"})
+    print(f"Kubernetes {c['version']} at {kube.server}: Fabric image {image}; {bench.placement}")
+    measure_with(run, P, rows=pod_runtime_rows(P, kube), bench=bench, tools=tools)
 
 # %% ../../nbs/64_hlf_kata.ipynb #c012
 TPS = 'tps_window'   # the TPS of every claim and figure: tx committed inside the measured window / its length (rk-load's rows)
@@ -832,17 +937,18 @@ def preflight(P:dict, inventory) -> None:
     if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
 
 def tool_versions(node) -> dict:
-    "Fabric, rk-load and the runtimes' versions (Kata: why it cannot run), for provenance."
+    "Fabric, rk-load and the runtimes' versions (Kata: why it cannot run), for provenance; in a pod (a Kubernetes testbed) no runtime's: `measure_in_pods` adds the cluster's classes."
     from researchkit.ledger.spec import FABRIC_VERSION, PAPER_FABRIC
     from researchkit.runtimes.adapters import get_runtime
     from researchkit.testbed.tools import go_tools
     out = {'fabric': FABRIC_VERSION, 'paper_fabric': PAPER_FABRIC[:60]}
     try: out['rk-load'] = go_tools()['rk-load'].version
     except Exception as e: out['rk-load'] = f"unknown: {e}"[:80]
+    if getattr(node, 'kind', None) == 'pod': return out
     for rt in ('runc', 'runsc', 'kata'):
         ok, why = get_runtime(rt, node).available(deep=False)
         out[rt] = (why if ok else f"unavailable: {why}")[:160]
     return out
 
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
-              figures=figures, notes=notes, preflight=preflight, tools=tool_versions)
+              figures=figures, notes=notes, preflight=preflight, tools=tool_versions, testbeds=('local', 'ssh', 'kubernetes'))
