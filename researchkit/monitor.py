@@ -291,7 +291,21 @@ def check_labels(labels:dict|None, # name -> {column: value} added to a monitor'
             if not (v is None or isinstance(v, (str, int, float))): raise ConfigError(f'labels.{n}.{k}', f"{v!r}: a string or number")
     return {n: dict(labels.get(n, {})) for n in targets}
 
-class Monitor:
+class _Sampling:
+    "start() on entering a `with` block, stop() on leaving it; `_quiet_stop` (the teardown callback) logs a failing stop instead of raising it."
+    _kind = 'sampler'
+    def _quiet_stop(self):
+        "Teardown callback: stop if still running; never raises."
+        try: self.stop()
+        except Exception as e: log.warning('%s %s: %s', self._kind, getattr(self, 'tag', '?'), e)
+
+    def __enter__(self): return self.start()
+    def __exit__(self, et, ev, tb):
+        if et is None: self.stop()
+        else: self._quiet_stop()  # do not hide the exception that ended the block
+        return False
+
+class Monitor(_Sampling):
     "Per-container CPU and memory sampled at fixed deadlines by a small process on the containers' host; a context manager."
     def __init__(self, targets:dict,                 # name -> runtime `Instance`, cgroup directory, or list of directories (v1 hierarchies)
                  *, interval:float=1.0,              # seconds between samples (absolute deadlines t0 + k·interval)
@@ -401,16 +415,7 @@ class Monitor:
                                f"{len(self._samples)} samples kept", out)
         return self
 
-    def _quiet_stop(self):
-        "Teardown callback: stop if still running; never raises."
-        try: self.stop()
-        except Exception as e: log.warning('monitor %s: %s', getattr(self, 'tag', '?'), e)
-
-    def __enter__(self): return self.start()
-    def __exit__(self, et, ev, tb):
-        if et is None: self.stop()
-        else: self._quiet_stop()  # do not hide the exception that ended the block
-        return False
+    _kind = 'monitor'
 
     # -- results
     @property
@@ -523,7 +528,7 @@ while :; do
 done
 '''
 
-class PodMonitor:
+class PodMonitor(_Sampling):
     "`Monitor` for pods of a Kubernetes testbed: each pod's CPU from its own cgroup, sampled at shared deadlines by a bash loop inside the pod (`POD_SAMPLER_SH`); `t0_epoch`, `frame()`, `classes()` (empty) and `metrics()` as `Monitor`'s; a context manager."
     def __init__(self, targets:dict,              # name -> a started `PodNode`
                  *, interval:float=1.0,           # seconds between samples (absolute deadlines t0 + k·interval)
@@ -583,16 +588,7 @@ class PodMonitor:
             except Exception as e: log.warning('pod monitor %s: %s: %s', self.tag, n, e)
         return self
 
-    def _quiet_stop(self):
-        "Teardown callback: stop if still running; never raises."
-        try: self.stop()
-        except Exception as e: log.warning('pod monitor %s: %s', getattr(self, 'tag', '?'), e)
-
-    def __enter__(self): return self.start()
-    def __exit__(self, et, ev, tb):
-        if et is None: self.stop()
-        else: self._quiet_stop()
-        return False
+    _kind = 'pod monitor'
 
     def _parse(self, n:str, text:str):
         "Pod `n`'s lines `k t_us cpu_ns` as samples in `Monitor`'s shape (a torn last line is ignored)."
