@@ -209,8 +209,8 @@ def test_runtimes_web_smoke_runs_in_pods_of_a_real_cluster(cluster, kube, tmp_pa
     assert nm.filter((pl.col('runtime') == 'kata') & (pl.col('experiment') == 'load'))['note'].str.contains('Kata').all()
     closed = df.filter((pl.col('experiment') == 'closed') & (pl.col('metric') == 'cpu_s_per_request'))   # wrk in the client pod (the web image carries it)
     assert set(closed['runtime']) == {'runc'} and set(closed['endpoint']) == {'cpu', 'io'} and ((closed['value'] > 0) & (closed['value'] < 5)).all(), closed
-    burst = df.filter((pl.col('experiment') == 'burst') & (pl.col('metric') == 'success_rate'))
-    assert burst.filter(pl.col('runtime') == 'runc')['value'].to_list() == [1.0], burst
+    burst = df.filter((pl.col('experiment') == 'burst') & (pl.col('metric') == 'success_rate') & (pl.col('runtime') == 'runc'))
+    assert burst['value'].to_list() == [1.0, 1.0] and sorted(burst['pool']) == ['growing', 'grown'], burst   # onto the pool the closed loop left, then at once again
     tv = json.loads(df.filter(pl.col('experiment') == 'load')['tool_versions'][0])
     assert tv['pod placement'] == f"server and client on the cluster's one node {cluster.node_name} (placement different-host needs a second node)", tv
     assert tv['kubernetes'] == KUBE_VERSION and tv['wrk'].startswith('wrk ') and tv['apache2'].startswith('2.4') and tv['web image'].startswith('researchkit.local/web:'), tv
