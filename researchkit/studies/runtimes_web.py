@@ -21,10 +21,11 @@ from ..workloads.webapp import APP_PLACES
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
            'GRID', 'SCHEMA', 'POOLS', 'CLIENT_DEBS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'study',
            'rate_grid', 'check_host', 'preflight', 'configs', 'describe', 'server_configs', 'plan', 'Servers',
-           'tool_versions', 'measure_fn', 'closed_fn', 'sweeps', 'run_sweep', 'measure', 'client_debs', 'web_tag',
-           'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee', 'gap', 'several_requests',
-           'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims', 'figures', 'cpu_table',
-           'knee_table', 'notes', 'closed_table', 'methods_long', 'cross_check', 'variants_table']
+           'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps', 'run_sweep', 'measure', 'client_debs',
+           'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee', 'gap',
+           'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims',
+           'figures', 'cpu_table', 'knee_table', 'notes', 'closed_table', 'methods_long', 'cross_check',
+           'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -250,19 +251,14 @@ def measure_fn(P:dict, servers:Servers):
     "The `measure(point, repetition)` callable of the load sweep."
     from researchkit.workloads.vegeta import attack
     collapsed: dict[tuple, float] = {}   # (runtime, endpoint, repetition) -> the rate where success fell to COLLAPSE
-    last = [None]                        # the instance the previous point loaded
     def measure(pt:dict, rep:int) -> dict:
         key = (pt['runtime'], pt['endpoint'], rep)
         if P['stop_after_collapse'] and key in collapsed and pt['rate'] > collapsed[key]:
             return {'beyond_collapse': (collapsed[key], 'req/s')}   # not loaded: the lower rate already collapsed
         inst = servers.get(pt['runtime'])
-        load = lambda: attack(servers.client_pod.node, servers.url(pt['endpoint']), rate=pt['rate'], duration=pt['duration'],
-                              timeout=pt['timeout'], cpus=P['client_cpus'], keepalive=pt.get('keepalive', True))
-        if pt.get('pool') == 'grown' and inst is not last[0]:   # a fresh server (the 'growing' point did not drain): grow its pool first, unrecorded
-            load(); servers.drain(); inst = servers.get(pt['runtime'])
-        last[0] = inst
         cpu0 = inst.cpu_seconds()
-        m = load()
+        m = attack(servers.client_pod.node, servers.url(pt['endpoint']), rate=pt['rate'], duration=pt['duration'],
+                   timeout=pt['timeout'], cpus=P['client_cpus'], keepalive=pt.get('keepalive', True))
         drained = servers.drain()
         cpu = inst.cpu_seconds() - cpu0
         ok = round(m['success'] * m['requests'])
@@ -278,6 +274,16 @@ def measure_fn(P:dict, servers:Servers):
             if span > 0: out['server_busy'] = (cpu / span, 'cores')   # under 1 while requests wait: the server idled with work queued
         else: servers.close()   # still busy with a backlog: the next point starts from a fresh container
         if m['success'] <= COLLAPSE: collapsed[key] = pt['rate']
+        return out
+    return measure
+
+def burst_fn(P:dict, servers:Servers):
+    "The `measure(point, repetition)` callable of the no-keep-alive bursts: `measure_fn`'s, except that a 'grown' point whose server is not the one its 'growing' point loaded (that one did not drain and was replaced) first grows the new server's pool with the same burst, unrecorded."
+    burst, last = measure_fn(P, servers), [None]
+    def measure(pt:dict, rep:int) -> dict:
+        if pt['pool'] == 'grown' and servers.get(pt['runtime']) is not last[0]: burst(pt, rep)
+        out = burst(pt, rep)
+        last[0] = servers.inst   # None when the point did not drain (its server was closed)
         return out
     return measure
 
@@ -316,7 +322,7 @@ def sweeps(run, P:dict, servers, tools:dict) -> None:
     (under runsc the 5000 files an I/O request writes and unlinks live in the Sentry), and the server is started once per
     runtime and repetition, not once per experiment."""
     pl_, reps = plan(P), P['closed_loop']['repetitions']
-    fns = {'closed': closed_fn(P, servers), 'burst': measure_fn(P, servers)}   # burst: a new connection per request, what keep-alive costs Apache's prefork pool
+    fns = {'closed': closed_fn(P, servers), 'burst': burst_fn(P, servers)}   # burst: a new connection per request, what keep-alive costs Apache's prefork pool
     for rep in range(reps if pl_['closed'] or pl_['burst'] else 0):
         for rt in P['runtimes']:
             mine = lambda exp, f: [p for p in pl_[exp] if p['runtime'] == rt and f(p)]
@@ -821,7 +827,7 @@ def notes(df:pl.DataFrame) -> list[str]:
         good = x.filter(pl.col('agree') == True)
         both = any(c.startswith('no keep-alive') for c in x.columns)
         if good.height:
-            out += [f"- The open loop {'without keep-alive (where it was measured; else with it)' if both else ''} agrees with the closed loop on "
+            out += [f"- The open loop{' without keep-alive (where it was measured; else with it)' if both else ''} agrees with the closed loop on "
                     f"capacity and CPU per request for {', '.join(r['runtime'] + ' ' + r['endpoint'] for r in good.iter_rows(named=True))}.", '']
         if bad.height:
             which = ', '.join(f"{r['runtime']} {r['endpoint']} ({r['methods']})" for r in bad.iter_rows(named=True))
@@ -858,7 +864,7 @@ def notes(df:pl.DataFrame) -> list[str]:
 def _per_rep(s:pl.DataFrame, by:list[str], how=pl.col('value').median()) -> pl.DataFrame:
     "One value per `by` × repetition, then median, min, max and n over repetitions."
     r = s.group_by(*by, 'repetition').agg(how.alias('v'))
-    return r.group_by(*by).agg(pl.col('v').median().alias('med'), pl.col('v').min().alias('lo'), pl.col('v').max().alias('hi'), pl.len().alias('n'))
+    return r.group_by(*by).agg(pl.col('v').median().alias('med'), pl.col('v').min().alias('lo'), pl.col('v').max().alias('hi'), pl.len().alias('n')).sort(*by)
 
 def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
     "The closed-loop cross-check of one configuration: per endpoint × runtime × connections, requests/s, mean latency, server busy share and CPU ms per request (median [min–max] over repetitions)."
@@ -880,8 +886,8 @@ def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
 def _overlap(a:tuple, b:tuple) -> bool: return a[0] <= b[1] and b[0] <= a[1]
 
 def _spread(s:pl.DataFrame, by:list[str], col:str='value') -> pl.DataFrame:
-    "Median, min, max and n of `col` per `by` (every row one measurement)."
-    return s.group_by(*by).agg(pl.col(col).median().alias('med'), pl.col(col).min().alias('lo'), pl.col(col).max().alias('hi'), pl.len().alias('n'))
+    "Median, min, max and n of `col` per `by` (every row one measurement), in the order of `by` (a figure drawn from it is the same file every time)."
+    return s.group_by(*by).agg(pl.col(col).median().alias('med'), pl.col(col).min().alias('lo'), pl.col(col).max().alias('hi'), pl.len().alias('n')).sort(*by)
 
 def _burst_pool(df:pl.DataFrame, pool:str) -> pl.DataFrame:
     "`df` with only the no-keep-alive bursts (experiment 'burst') of `pool` ('growing' or 'grown'); bursts recorded before the pool was a parameter ran onto the pool the closed loop left: 'growing'."
@@ -902,19 +908,30 @@ def _open_loop_stats(df:pl.DataFrame, experiment:str) -> tuple[pl.DataFrame, pl.
     cpu = _per_rep(select(df, 'cpu_s_per_request', experiment=experiment).join(ok, on=key), ['endpoint', 'runtime'])
     return cap, busy, cpu
 
+def _closed_default(df:pl.DataFrame, metric:str) -> pl.DataFrame:
+    "The closed loop's `metric` in the default configuration (empty without closed-loop records)."
+    from researchkit.claims import select
+    s = select(df, metric, experiment='closed')
+    return s.filter(pl.col('config') == 'default') if s.height and 'config' in s.columns else s.clear()
+
+def _methods(df:pl.DataFrame) -> tuple[str, tuple, dict]:
+    """What the cross-check compares (closed-loop records required): the closed loop's connection counts ('c=1–4'), its (capacity,
+    CPU per request) spread over them and the repetitions, and each open loop's (capacity, busy share, CPU per request): the
+    no-keep-alive bursts 'grown' then 'growing' (those measured), then 'keep-alive' (the load sweep, as the paper ran it)."""
+    by = ['endpoint', 'runtime']
+    conns = sorted(_closed_default(df, 'throughput_rps')['connections'].unique().to_list())
+    cname = f"c={conns[0]}" + (f"–{conns[-1]}" if len(conns) > 1 else '')
+    closed = (_spread(_closed_default(df, 'throughput_rps'), by), _spread(_closed_default(df, 'cpu_s_per_request'), by))
+    opens = {pool: _open_loop_stats(_burst_pool(df, pool), 'burst') for pool in POOLS[::-1]}   # grown first
+    opens = {pool: s for pool, s in opens.items() if s[0].height}
+    return cname, closed, {**opens, 'keep-alive': _open_loop_stats(df, 'load')}
+
 def methods_long(df:pl.DataFrame) -> pl.DataFrame:
     "The cross-check's numbers as one row per endpoint × runtime × method × quantity ('capacity (req/s)', 'CPU ms/request'): med, lo, hi, n (what `cross_check` compares, for the figure)."
-    from researchkit.claims import select
-    cl = lambda m: select(df, m, experiment='closed').filter(pl.col('config') == 'default') if 'config' in df.columns else pl.DataFrame()
-    if cl('throughput_rps').is_empty(): return pl.DataFrame()
-    by = ['endpoint', 'runtime']
-    conns = sorted(cl('throughput_rps')['connections'].unique().to_list())
-    methods = {f"closed loop (c={conns[0]}{f'–{conns[-1]}' if len(conns) > 1 else ''})": (_spread(cl('throughput_rps'), by), _spread(cl('cpu_s_per_request'), by))}
-    for pool in ('grown', 'growing'):
-        cap, _, cpu = _open_loop_stats(_burst_pool(df, pool), 'burst')
-        if cap.height: methods[f"no keep-alive, pool {pool}"] = (cap, cpu)
-    cap, _, cpu = _open_loop_stats(df, 'load')
-    methods["keep-alive (the paper's)"] = (cap, cpu)
+    if _closed_default(df, 'throughput_rps').is_empty(): return pl.DataFrame()
+    cname, closed, opens = _methods(df)
+    label = lambda k: "keep-alive (the paper's)" if k == 'keep-alive' else f"no keep-alive, pool {k}"
+    methods = {f"closed loop ({cname})": closed, **{label(k): (cap, cpu) for k, (cap, _, cpu) in opens.items()}}
     parts = [t.with_columns(pl.lit(m).alias('method'), pl.lit(q).alias('quantity'), *(pl.col(c) * k for c in ('med', 'lo', 'hi')))
              for m, (cap, cpu) in methods.items() for q, t, k in (('capacity (req/s)', cap, 1.0), ('CPU ms/request', cpu, 1000.0)) if t.height]
     return pl.concat([p.select('endpoint', 'runtime', 'method', 'quantity', 'med', 'lo', 'hi', pl.col('n').cast(pl.Int64)) for p in parts]) if parts else pl.DataFrame()
@@ -928,17 +945,11 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
     runsc/runc ratios by each method; and whether each open loop's ranges overlap the closed loop's (`agree`: the one the
     campaign's capacity and CPU per request are compared by — without keep-alive where it was measured)."""
     from researchkit.claims import select
-    if select(df, 'throughput_rps', experiment='closed').is_empty() or select(df, 'throughput_rps', experiment='load').is_empty(): return pl.DataFrame()
-    cl = lambda m: select(df, m, experiment='closed').filter(pl.col('config') == 'default')
-    by = ['endpoint', 'runtime']
-    c_cap = _spread(cl('throughput_rps'), by)
-    c_cpu = _spread(cl('cpu_s_per_request'), by)
-    conns = sorted(cl('throughput_rps')['connections'].unique().to_list())
-    cname = f"c={conns[0]}" + (f"–{conns[-1]}" if len(conns) > 1 else '')
-    o_cap, o_busy, o_cpu = _open_loop_stats(df, 'load')
-    nk = {pool: _open_loop_stats(_burst_pool(df, pool), 'burst') for pool in POOLS}   # a new connection per request
-    nk = {pool: s for pool, s in nk.items() if s[0].height}
-    ref = nk.get('grown', nk.get('growing'))   # the no-keep-alive open loop the ratios use: the grown pool's where measured
+    if _closed_default(df, 'throughput_rps').is_empty() or select(df, 'throughput_rps', experiment='load').is_empty(): return pl.DataFrame()
+    cname, (c_cap, c_cpu), opens = _methods(df)
+    o_cap, o_busy, o_cpu = opens.pop('keep-alive')
+    nk = opens                          # a new connection per request: the grown pool's first
+    ref = next(iter(nk.values()), None) # the no-keep-alive open loop the ratios use: the grown pool's where measured
     get = lambda t, ep, rt: (lambda r: r.row(0, named=True) if r.height else None)(t.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt)))
     cell = lambda r, k=1.0, d=1: '—' if r is None else f"{r['med'] * k:.{d}f} [{r['lo'] * k:.{d}f}–{r['hi'] * k:.{d}f}]"
     ratio = lambda a, b: '—' if a is None or b is None or not b['med'] else f"{a['med'] / b['med']:.2g}"
@@ -951,7 +962,7 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
         for rt in [r for r in RUNTIME_NAMES if get(o_cap, ep, r) or get(c_cap, ep, r)]:
             cc, cu = get(c_cap, ep, rt), get(c_cpu, ep, rt)
             said, verdicts = [], []
-            methods = [(f"without keep-alive, pool {pool}", s) for pool, s in sorted(nk.items(), key=lambda kv: kv[0] != 'grown')]
+            methods = [(f"without keep-alive, pool {pool}", s) for pool, s in nk.items()]
             for label, (cap, busy, cpu) in [(l, [get(t, ep, rt) for t in s]) for l, s in methods + [('with keep-alive', (o_cap, o_busy, o_cpu))]]:
                 (ok1, s1), (ok2, s2) = vs('capacity', cap, cc), vs('CPU/request', cpu, cu)
                 if ok1 is None and ok2 is None: continue
@@ -959,7 +970,7 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
                 said.append(f"{label}: " + '; '.join(x for x in (s1, s2) if x))
                 verdicts.append(ok1 is not False and ok2 is not False)
             r = {'endpoint': ep, 'runtime': rt, f'closed loop ({cname}): req/s': cell(cc, 1, 2), f'closed loop ({cname}): CPU ms/request': cell(cu, 1000)}
-            for pool, (b_cap, _, b_cpu) in sorted(nk.items(), key=lambda kv: kv[0] != 'grown'):
+            for pool, (b_cap, _, b_cpu) in nk.items():
                 r.update({f'no keep-alive, pool {pool}: answers/s': cell(get(b_cap, ep, rt), 1, 2), f'no keep-alive, pool {pool}: CPU ms/request': cell(get(b_cpu, ep, rt), 1000)})
             r.update({'keep-alive: most answers/s': cell(get(o_cap, ep, rt), 1, 2), 'keep-alive: server busy there': cell(get(o_busy, ep, rt), 1, 2),
                       'keep-alive: CPU ms/request': cell(get(o_cpu, ep, rt), 1000)})
