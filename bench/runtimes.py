@@ -5,6 +5,10 @@
 2. CPU seconds per request in the container's cgroup (runsc: sentry + gofer included), per endpoint, by the study's
    closed-loop method (`runtimes_web.closed_fn`: wrk with one connection, steady state, counted until the request in
    flight at the end is done, over the requests answered plus that one) — no backlog, whatever a runtime's capacity.
+3. That CPU per request against requests sent one at a time (a Python client on CPU 0, keep-alive, as many requests as a
+   window serves, cgroup CPU until the server is idle again), CPU endpoint, per runtime: sequential / closed loop, pooled
+   over paired rounds (the order rotating), beside the closed loop against itself (A/A: how far this VM's drift alone moves
+   the ratio). It was a test until 2026-11-26: the ratio moved 1.01–1.16 from run to run on this VM, A/A 0.95.
 
 Harness pinned to CPU 0 with vegeta; the server container on CPU 1. Run alone: benchmarks interfere on 2 cores.
 """
@@ -16,6 +20,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--reps', type=int, default=5)
     ap.add_argument('--seconds', type=int, default=5, help='seconds of load per CPU measurement')
+    ap.add_argument('--rounds', type=int, default=12, help='paired rounds of section 3')
     a = ap.parse_args()
     os.sched_setaffinity(0, {0})
     from researchkit.teardown import Teardown
@@ -63,6 +68,60 @@ def main():
             if not xs: print(f"{rt:<10} {ep:<9} {'no idle point':>26}"); continue
             m, lo, hi = med_range(xs)
             print(f"{rt:<10} {ep:<9} {m*1e3:10.2f} [{lo*1e3:6.2f}–{hi*1e3:6.2f}] {m/b if b else float('nan'):14.2f}")
+
+    print(f"\n## 3. Requests sent one at a time vs the closed loop, CPU endpoint, {a.rounds} paired rounds (order rotating)\n")
+    print(f"{'runtime':<10} {'sequential/closed pooled':>25} {'per round median [min–max]':>30} {'A/A closed/closed':>18}")
+    for rt in [r for r in ('runc', 'runsc') if r in rts]:
+        seq, aa = sequential_rounds(rt, a.rounds)
+        pooled = lambda rs: (sum(r[2] for r in rs) / sum(r[3] for r in rs)) / (sum(r[0] for r in rs) / sum(r[1] for r in rs))
+        m, lo, hi = med_range([(r[2] / r[3]) / (r[0] / r[1]) for r in seq])
+        print(f"{rt:<10} {pooled(seq):25.3f} {m:12.3f} [{lo:.2f}–{hi:.2f}]      {pooled(aa):18.3f}")
+
+_SEQ_PY = r'''import http.client, sys
+host, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = http.client.HTTPConnection(host, 80, timeout=120)
+ok = 0
+for _ in range(n):
+    c.request('GET', path); r = c.getresponse(); r.read(); ok += r.status == 200
+print(ok)
+'''
+
+def sequential_rounds(rt:str, rounds:int):
+    "Rounds of (closed CPU, closed requests, other CPU, other requests): sequential vs closed, and closed vs closed (A/A)."
+    import math, shlex
+    from researchkit.teardown import Teardown
+    from researchkit.networks.datapaths import Topology
+    from researchkit.runtimes.rootfs import rootfs_image
+    from researchkit.studies import runtimes_web as rw
+    from researchkit.core import validate
+    P = validate({'runtimes': [rt], 'endpoints': ['cpu'], 'duration': 1, 'repetitions': 1, 'drain_s': 5,
+                  'rates': {'cpu': {'log10_from': 1, 'log10_to': 1}, 'io': {'log10_from': 0, 'log10_to': 0}}}, rw.SCHEMA)
+    with Teardown() as td:
+        topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
+        servers = rw.Servers(td, P, topology=topo, image=rootfs_image())
+        closed = rw.closed_fn(P, servers)
+        pt = lambda s: dict(runtime=rt, endpoint='cpu', connections=1, seconds=s, config='default')
+        rate = closed(pt(3), 0)['requests'][0] / 3
+        seconds = min(15, max(2, math.ceil(8 / rate))) if rate > 0 else 15
+        n = max(3, round(rate * seconds))
+        path = servers.url('cpu').split(servers.server_pod.ip, 1)[1]
+        def window():
+            m = closed(pt(seconds), 0); k = m['requests'][0] + 1
+            return m['cpu_s_per_request'][0] * k, k
+        def sequential():
+            inst = servers.inst
+            assert servers.drain(within=30)
+            c0 = inst.cpu_seconds()
+            r = servers.client_pod.node.run(f"taskset -c 0 python3 -c {shlex.quote(_SEQ_PY)} {servers.server_pod.ip} {path} {n}", timeout=300)
+            assert int(r.stdout.split()[-1]) == n
+            assert servers.drain(within=30)
+            return inst.cpu_seconds() - c0, n
+        fns = [('closed', window), ('seq', sequential), ('closed2', window)]
+        seq, aa = [], []
+        for i in range(rounds):
+            got = dict((k, f()) for k, f in fns[i % 3:] + fns[:i % 3])
+            seq.append((*got['closed'], *got['seq'])); aa.append((*got['closed'], *got['closed2']))
+    return seq, aa
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -175,8 +175,10 @@ def plan(P:dict) -> dict[str, list[dict]]:
 # %% ../../nbs/62_runtimes_web.ipynb #c016
 class Servers:
     "The server pod's one live container, (re)started on demand."
-    def __init__(self, teardown:Teardown, P:dict, *, topology, image):
-        self.td, self.P, self.topo, self.image = teardown, P, topology, image
+    def __init__(self, teardown:Teardown, P:dict, *, topology, image,
+                 access_log:bool=False,   # Apache logs every request it finishes to the container's log (the study keeps it off; tests count with it)
+                ):
+        self.td, self.P, self.topo, self.image, self.access_log = teardown, P, topology, image, access_log
         self.configs = configs(P)                  # label -> {'app', 'runsc'}; 'default' serves the open-loop sweep
         self.server_pod, self.client_pod = topology.pods[0], topology.pods[-1]
         self.node = self.server_pod.node.parent   # the machine the container runtime runs on
@@ -206,7 +208,7 @@ class Servers:
         self.starts += 1
         c = web_container(self.image, name=f"web{self.starts:03d}", netns=self.server_pod.node.netns,
                           cpus=self.P.get('cpu_quota'), cpuset=str(self.P['server_cpus']), memory_mb=self.P.get('memory_mb'),
-                          node=self.node, app=cfg['app'])
+                          node=self.node, app=cfg['app'], access_log=self.access_log)
         self._td = Teardown(self.td.ledger)
         t0 = time.perf_counter()
         self.inst = rt.start(c, teardown=self._td)
