@@ -855,7 +855,7 @@ def notes(df:pl.DataFrame) -> list[str]:
                     "KeepAliveTimeout (Debian's 5 s) passes, so once a burst has sent its requests a worker that answered one waits on "
                     "its idle connection while other requests wait for a fork ('server busy' under 1). Both numbers are right for what "
                     "they measure: the knees (claims 1–4) are the keep-alive open loop's, as in the paper, pool growth included; the "
-                    "capacity and CPU per request of a server that has its workers are the methods that agree.", '']
+                    "capacity and CPU per request of a server that has its workers are the closed loop's (and the bursts', where they agree with it).", '']
         ct = closed_table(df)
         for ep in ENDPOINTS:
             t = ct.filter(pl.col('endpoint') == ep) if ct.height else ct
