@@ -16,11 +16,12 @@ from .networks.datapaths import DATAPATHS, testbed_hosts
 from .results.records import host_facts, mitigations_text
 
 # %% auto #0
-__all__ = ['host_caps', 'runtime_caps', 'policy_caps', 'ledger_tool_caps', 'node_capabilities', 'doctor', 'format_doctor']
+__all__ = ['SLOW_COMMAND_S', 'host_caps', 'command_round_trip', 'runtime_caps', 'policy_caps', 'ledger_tool_caps',
+           'node_capabilities', 'doctor', 'format_doctor']
 
 # %% ../nbs/24_doctor.ipynb #c005
 def host_caps(node:Node) -> list[Cap]:
-    "The host facts a campaign's records carry to tell hosts apart (`results.records.host_facts`), read on `node`: `Cap('host', fact, read, value | why not)` for hostname, kernel, kernel-build, cpu-signature, microcode, mitigations, virtualization (CPU model and cores are the `cpu` rows)."
+    "The host facts a campaign's records carry to tell hosts apart (`results.records.host_facts`), read on `node`: `Cap('host', fact, read, value | why not)` for hostname, kernel, kernel-build, cpu-signature, microcode, mitigations, virtualization (CPU model and cores are the `cpu` rows); on a remote node also how long a command takes there (`command_round_trip`)."
     f = host_facts(node)
     rows = [('hostname', f['hostname'], 'no hostname'), ('kernel', f['kernel'], '`uname -r` printed nothing'),
             ('kernel-build', f['kernel_build'], '`uname -v` printed nothing'),
@@ -28,7 +29,23 @@ def host_caps(node:Node) -> list[Cap]:
             ('microcode', f['microcode'], 'no microcode line in /proc/cpuinfo'),
             ('mitigations', mitigations_text(f['mitigations']) if f['mitigations'] else '', 'no /sys/devices/system/cpu/vulnerabilities'),
             ('virtualization', f['virtualization'], '')]
-    return [Cap('host', item, bool(v), v or why) for item, v, why in rows]
+    return [Cap('host', item, bool(v), v or why) for item, v, why in rows] + ([command_round_trip(node)] if node.kind.startswith('ssh') else [])
+
+SLOW_COMMAND_S = 0.05   # a study issues ~1000 commands to a node (lsm-bpf's smoke: ~1500): at 50 ms each, a minute and more of waiting
+
+def command_round_trip(node:Node, n:int=5) -> Cap:
+    "`Cap('host', 'command-round-trip', fast, detail)`: the median time of `n` `true` commands on a remote `node`; slow (over `SLOW_COMMAND_S`) says the usual cause."
+    import time, statistics
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter(); node.run('true', timeout=30); ts.append(time.perf_counter() - t0)
+    m = statistics.median(ts)
+    detail = f"{m * 1e3:.0f} ms a command (median of {n} `true`)"
+    if m > SLOW_COMMAND_S:
+        detail += (": slow. sshd runs every command through the login shell, and bash then sources ~/.bashrc; an init there "
+                   "(pyenv, conda, nvm: 100 ms and more) runs for each command. Return early from ~/.bashrc when not interactive "
+                   "(`[[ $- == *i* ]] || return`)")
+    return Cap('host', 'command-round-trip', m <= SLOW_COMMAND_S, detail)
 
 def runtime_caps(node:Node) -> list[Cap]:
     "Every container runtime of `researchkit.runtimes`, tried on `node` (version call and a tiny container): `Cap('runtimes', name, ok, why)` each."

@@ -1,5 +1,5 @@
 "SSHNode against a real OpenSSH server running in a network namespace of this machine."
-import os, secrets, socket, pathlib, subprocess, pytest
+import os, re, secrets, socket, pathlib, subprocess, pytest
 from researchkit.core import current_run_id
 from researchkit.teardown import Teardown
 from researchkit.testbed.nodes import NetnsNode, CommandFailed, CommandTimeout
@@ -107,6 +107,10 @@ def test_facts_and_reconnect(ssh_host):
     assert n.run('echo again').stdout == 'again\n'  # reconnects lazily
     # each command is a few small packets: Nagle's algorithm held each for a delayed ACK (53 ms a command, 7 ms with it off)
     assert n._transport().sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    # doctor says how long a command takes there (the test host: no login-shell setup, no Nagle; well under 50 ms)
+    from researchkit.doctor import host_caps
+    rt = {c.item: c for c in host_caps(n)}['command-round-trip']
+    assert rt.available and re.fullmatch(r'\d+ ms a command \(median of 5 `true`\)', rt.detail), rt
     assert 'SSHNode' in n._repr_html_() and ssh_host.addr in n._repr_html_()
 
 
