@@ -817,8 +817,8 @@ def notes(df:pl.DataFrame) -> list[str]:
                 "a single request as answered at the rate it was sent) vs the closed loop's requests/s. CPU per request: an open loop's "
                 "points with ≥ 99 % success (cgroup CPU until the server went idle, over the answered requests; '—': no such point went "
                 "idle within `drain_s`) vs the closed loop's steady state (cgroup CPU from the start until the requests still in flight "
-                "at the end are done, over the requests answered plus those in flight). The closed loop's range spans its connection "
-                "counts and repetitions: an open-loop point has several requests in flight, one at a time is the cheapest case. "
+                "at the end are done, over the requests answered plus those in flight). The closed loop's values are its repetitions "
+                "at each of its connection counts (the quick profile: 4, a saturated server like a burst's). "
                 f"Median [min–max]. The methods disagree when the 95 % interval of the ratio of the open loop's geometric mean to the "
                 f"closed loop's (bootstrap, each method's values resampled) leaves out 1 (a difference beyond their spread), agree when "
                 f"it holds 1 and lies within {AGREE}, and the noise does not decide it otherwise or with fewer than {MIN_REPETITIONS} "
@@ -902,13 +902,12 @@ def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
 # distribution miss each other 13 % of the time (2 x 2! 4! / 6!), and this VM's speed moves x1.6 between phases, so the rule
 # called noise a disagreement (runsc's CPU endpoint in campaign rk6ba7: bursts 51 and 67 ms against 32-39 ms; on the next host
 # the same bursts were 0.90 x the closed loop's, median of 5 rounds).
-from ..claims import within, MIN_REPETITIONS
+from ..claims import within, bootstrap, geomean, MIN_REPETITIONS
 AGREE = within(0.8, 1.25)
 
 def _agreement(what:str, a:dict|None, b:dict|None):
     "(True: agrees, False: disagrees, None: undecided; text): the open loop's `what` (`a['vals']`) against the closed loop's (`b['vals']`); (None, '') when either is missing."
     if a is None or b is None or not a['vals'] or not b['vals']: return None, ''
-    from researchkit.claims import bootstrap, geomean
     est, lo, hi = bootstrap([list(a['vals']), list(b['vals'])], lambda g: geomean(g[0]) / geomean(g[1]))
     if not (math.isfinite(lo) and math.isfinite(hi)):
         n = min(len(a['vals']), len(b['vals']))
@@ -972,8 +971,8 @@ def methods_long(df:pl.DataFrame) -> pl.DataFrame:
 def cross_check(df:pl.DataFrame) -> pl.DataFrame:
     """Each open loop against the closed loop, per endpoint × runtime in the default configuration: capacity (the open loop's most
     answers/s; the closed loop's requests/s) and CPU per request (the open loop's points with ≥ 99 % success; the closed loop's
-    steady state), each median [min–max]. The closed loop's range spans its connection counts (1 and 4) and repetitions: an open-loop
-    point has several requests in flight, and one at a time is the cheapest case. The open loop without keep-alive (experiment
+    steady state), each median [min–max]. The closed loop's values are its repetitions at each of its connection counts (quick: 4; full: 1
+    and 4, one at a time being the cheapest case). The open loop without keep-alive (experiment
     `burst`) first, then vegeta as the paper ran it (`load`, keep-alive) with the server's busy share at its best point; the
     runsc/runc ratios by each method; and whether each open loop agrees with the closed loop (`_agreement`, `AGREE`), the first
     one measured deciding `agree` (True: capacity and CPU per request agree; False: one disagrees; None: undecided) — without
@@ -995,7 +994,7 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
             methods = [(f"without keep-alive, pool {pool}", s) for pool, s in nk.items()]
             for label, (cap, busy, cpu) in [(l, [get(t, ep, rt) for t in s]) for l, s in methods + [('with keep-alive', (o_cap, o_busy, o_cpu))]]:
                 (v1, s1), (v2, s2) = _agreement('capacity', cap, cc), _agreement('CPU/request', cpu, cu)
-                if v1 is None and v2 is None and not (s1 or s2): continue
+                if not (s1 or s2): continue   # neither quantity measured by this method
                 if v1 is not True and s1 and busy is not None: s1 += f", the server busy {busy['med']:.2f} of the time to the last answer"
                 said.append(f"{label}: " + '; '.join(x for x in (s1, s2) if x))
                 oks = [v for v, s in ((v1, s1), (v2, s2)) if s]
