@@ -76,11 +76,12 @@ def test_smoke_run_end_to_end(tmp_path):
     burst = df.filter((pl.col('experiment') == 'burst') & (pl.col('metric') == 'throughput_rps'))   # the open loop without keep-alive ran
     assert set(burst['runtime']) == {'runc', 'runsc'} and set(burst['endpoint']) == {'cpu'} and (burst['keepalive'] == False).all() and (burst['value'] > 0).all()
     assert set(burst['pool']) == {'growing', 'grown'}
-    # the cross-check goes runtime by runtime and endpoint by endpoint: the closed loop, then the bursts (growing, then grown) on the same server
+    # runtime by runtime and endpoint by endpoint: the closed loop, the bursts (growing, then grown) and the load curve on one server
     t = lambda exp, rt, **kw: df.filter((pl.col('experiment') == exp) & (pl.col('runtime') == rt) & (pl.col('repetition') == 0)
                                         & pl.all_horizontal(True, *[pl.col(k) == v for k, v in kw.items()]))['timestamp']
     assert t('closed', 'runc', endpoint='cpu').max() < t('burst', 'runc', pool='growing').min() < t('burst', 'runc', pool='grown').min()
-    assert t('burst', 'runc', pool='grown').max() < t('closed', 'runc', endpoint='io').min() <= t('closed', 'runc').max() < t('closed', 'runsc').min()
+    assert t('burst', 'runc', pool='grown').max() < t('load', 'runc', endpoint='cpu').min() <= t('load', 'runc', endpoint='cpu').max() < t('closed', 'runc', endpoint='io').min()
+    assert t('closed', 'runc', endpoint='io').max() < t('load', 'runc', endpoint='io').min() <= t('load', 'runc').max() < t('closed', 'runsc').min()
     busy = df.filter((pl.col('experiment') != 'closed') & (pl.col('metric') == 'server_busy'))['value']   # CPU over first request to last answer
     assert busy.len() and (busy > 0).all() and (busy < 1.5).all(), busy
     x = rw.cross_check(df)

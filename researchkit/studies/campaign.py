@@ -10,7 +10,7 @@ import atexit, sys, time, html, pathlib
 import polars as pl
 from ..core import ConfigError, ResearchkitError, current_run_id, project_root, validate
 from ..teardown import Teardown
-from ..results.records import live_provenance, campaign_complete, records, not_measurable, recorded_hosts, host_changes, CAMPAIGN
+from ..results.records import live_provenance, campaign_complete, records, not_measurable, recorded_hosts, host_changes, point_key, CAMPAIGN
 from ..results.store import ResultStore
 from ..results.sweep import sweep, SweepSummary
 from .contract import Study, REPRODUCTION_PROFILE, RUN_PARAMETERS
@@ -91,7 +91,7 @@ class Campaign:
         self.store = ResultStore(self.results_dir)
         self.summaries: list[SweepSummary] = []
         self.measured_s = 0.0          # wall time of `measure()` in this process
-        self._swept: dict[str, tuple] = {}   # experiment -> (points, measure callable): what adaptive rounds repeat
+        self._swept: dict[str, tuple] = {}   # experiment -> (points, measure callable, shuffle): what adaptive rounds repeat
         self._t0 = self._t_first = None   # when measure() started; when its first sweep started (what came before is setup)
         self._prov, self._tools, self._caps, self._closed, self._host_checked = None, None, None, False, False
         self._facts_pod = None   # on a Kubernetes testbed: the pod provenance facts are read in
@@ -169,7 +169,11 @@ class Campaign:
                   repetitions=repetitions or self.P['repetitions'], measure=measure, prov=self.provenance(tools),
                   testbed=self.testbed.name, campaign=self.id, progress=self.progress, shuffle=shuffle)
         self.summaries.append(s); print(s)
-        self._swept[experiment] = (points, measure, shuffle)
+        # a method may sweep an experiment in parts (runtimes-web interleaves its curves with the closed loop): adaptive rounds
+        # choose from every point swept so far, with the last part's callable
+        known = self._swept.get(experiment, ([],))[0]
+        seen = {point_key(self.study.name, experiment, p) for p in known}
+        self._swept[experiment] = (known + [p for p in points if point_key(self.study.name, experiment, p) not in seen], measure, shuffle)
         return s
 
     def done(self, experiment:str, point:dict, repetition:int=0) -> bool:
@@ -263,7 +267,6 @@ class Campaign:
 
     def _points_for(self, claims, maxr:int) -> dict[str, list]:
         "experiment -> [(point, repetitions recorded)] of the swept points the claims need and that have fewer than `maxr` repetitions."
-        from researchkit.results.records import point_key
         df = self.records()
         have = ({} if df.is_empty() else
                 {(r['experiment'], r['point_key']): r['n'] for r in df.group_by('experiment', 'point_key').agg(pl.col('repetition').n_unique().alias('n')).iter_rows(named=True)})

@@ -316,23 +316,27 @@ def closed_fn(P:dict, servers:Servers):
     return measure
 
 def sweeps(run, P:dict, servers, tools:dict) -> None:
-    """The study's sweeps on `servers` (`Servers` or `PodServers`): the cross-check first, then the open-loop sweep (resuming).
-    The cross-check goes repetition by repetition, runtime by runtime and endpoint by endpoint: the closed loop's points, then the
-    open loop without keep-alive on the same server, warm from them; the runsc variants (full profile) last, each from a fresh
-    server. So the two methods a runtime is compared by meet the same half-minute of this VM, whose speed moves by up to x1.6 from
-    one few-second phase to the next (one server's CPU per request: 31-54 ms), with no other endpoint's requests between them
-    (under runsc the 5000 files an I/O request writes and unlinks live in the Sentry), and the server is started once per
-    runtime and repetition, not once per experiment."""
-    pl_, reps = plan(P), P['closed_loop']['repetitions']
-    fns = {'closed': closed_fn(P, servers), 'burst': burst_fn(P, servers)}   # burst: a new connection per request, what keep-alive costs Apache's prefork pool
-    for rep in range(reps if pl_['closed'] or pl_['burst'] else 0):
+    """The study's sweeps on `servers` (`Servers` or `PodServers`), repetition by repetition, runtime by runtime and endpoint by
+    endpoint: the closed loop's points, the open loop without keep-alive on the same server (warm from them), then the open-loop
+    curve of that runtime, endpoint and repetition (experiment 'load', vegeta as the paper ran it, resuming); the runsc variants
+    (full profile) last in each repetition and runtime, each from a fresh server. So the three methods a runtime is compared by
+    meet the same minute of this VM, whose speed moves by up to x1.6 from one few-second phase to the next (one server's CPU per
+    request: 31-54 ms), with no other endpoint's requests between them (under runsc the 5000 files an I/O request writes and
+    unlinks live in the Sentry), and each method's repetitions spread over the whole campaign, so its spread holds the VM's drift.
+    Until 2026-11-27 the whole cross-check ran before the load sweep: the open loop's values came from the campaign's last six
+    minutes and the closed loop's from its first two, and the drift between them passed for a difference between the methods
+    (runsc's I/O CPU per request, keep-alive / closed: 1.30 [1.22-1.38] in campaign rk30e2, 0.84 in rk0fe3, on one host)."""
+    pl_, C = plan(P), P['closed_loop']
+    fns = {'closed': closed_fn(P, servers), 'burst': burst_fn(P, servers),   # burst: a new connection per request, what keep-alive costs Apache's prefork pool
+           'load': measure_fn(P, servers)}                                   # one callable: it remembers where each curve collapsed
+    reps = {'closed': C['repetitions'] if pl_['closed'] else 0, 'burst': C['repetitions'] if pl_['burst'] else 0, 'load': P['repetitions']}
+    for rep in range(max(reps.values())):
         for rt in P['runtimes']:
-            mine = lambda exp, f: [p for p in pl_[exp] if p['runtime'] == rt and f(p)]
+            mine = lambda exp, f: [p for p in pl_[exp] if p['runtime'] == rt and f(p)] if rep < reps[exp] else []
             steps = [(exp, mine(exp, lambda p: p['endpoint'] == ep and p.get('config', 'default') == 'default'))
-                     for ep in P['endpoints'] for exp in ('closed', 'burst')]
+                     for ep in P['endpoints'] for exp in ('closed', 'burst', 'load')]
             for exp, pts in steps + [('closed', mine('closed', lambda p: p['config'] != 'default'))]:
                 if pts: run.sweep(exp, pts, fns[exp], repetitions=rep + 1, tools=tools)
-    run.sweep('load', pl_['load'], measure_fn(P, servers), tools=tools)
 
 def run_sweep(P:dict, store, *, servers:Servers, prov, testbed_name:str, progress:bool=True):
     "Sweep every point (resuming: recorded points are skipped)."
@@ -342,7 +346,7 @@ def run_sweep(P:dict, store, *, servers:Servers, prov, testbed_name:str, progres
 
 # %% ../../nbs/62_runtimes_web.ipynb #c033
 def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: the image, two pods joined by a bridge, the server container, the closed-loop cross-check, then the open-loop sweep (resuming)."
+    "The method on the campaign `run`: the image, two pods joined by a bridge, the server container, then each repetition's closed-loop cross-check and open-loop curves, runtime by runtime and endpoint by endpoint (`sweeps`, resuming)."
     from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
     from researchkit.networks.datapaths import Topology, testbed_hosts
     tb = run.testbed
