@@ -184,6 +184,7 @@ class Servers:
         self.node = self.server_pod.node.parent   # the machine the container runtime runs on
         self.runtime, self.config, self.inst, self._td, self.starts = None, None, None, None, 0
         self.start_s: list[float] = []             # start-to-ready seconds of every start
+        self.idle_at: float|None = None            # when the container went idle, as the last `drain` that saw it go idle measured
         self._available: dict[tuple, tuple] = {}   # (runtime, config) -> (ok, version or reason), measured at the first start
         teardown.callback('runtimes-web server', self.close)
 
@@ -218,16 +219,25 @@ class Servers:
         self.runtime, self.config = runtime, config
         return self.inst
 
-    def drain(self, *, step:float=0.25, idle_share:float=0.05, within:float|None=None) -> bool:
-        "Wait (at most `within` s, default `drain_s`) until the container uses under `idle_share` of a core over `step` s (a server still answering uses a whole core); True if it went idle. Every point pays one step: 0.25 s, not 0.5, saves ~20 s of a quick campaign."
+    def drain(self, *, step:float=0.25, idle_share:float=0.05, within:float|None=None,
+              busy:float=1.0,   # cores the container used while it worked (for `idle_at`)
+             ) -> bool:
+        """Wait (at most `within` s, default `drain_s`) until the container uses under `idle_share` of a core over `step` s (a server
+        still answering uses a whole core); True if it went idle. Every point pays one step: 0.25 s, not 0.5, saves ~20 s of a quick
+        campaign. `idle_at` is then when it went idle (`time.monotonic()`), finer than a step: the reading two before the idle one was
+        taken while it worked, so the work since then, done at `busy` cores, ends at that reading plus work / `busy`."""
         t_end = time.monotonic() + (self.P['drain_s'] if within is None else within)
-        last = self.inst.cpu_seconds()
+        marks = [(time.monotonic(), self.inst.cpu_seconds())]
+        self.idle_at = None
         while True:
             time.sleep(step)
-            now = self.inst.cpu_seconds()
-            if now - last < idle_share * step: return True
-            if time.monotonic() >= t_end: return False
-            last = now
+            t, c = time.monotonic(), self.inst.cpu_seconds()
+            if c - marks[-1][1] < idle_share * step:
+                t0, c0 = marks[0]
+                self.idle_at = min(t0 + (c - c0) / max(busy, 0.05), t)
+                return True
+            if t >= t_end: return False
+            marks = [marks[-1], (t, c)]
 
     def close(self):
         if self._td is not None: self._td.close()
@@ -299,10 +309,10 @@ def closed_fn(P:dict, servers:Servers):
         cpu0 = inst.cpu_seconds()
         m = wrk(servers.client_pod.node, servers.url(pt['endpoint']), threads=1, connections=c, seconds=pt['seconds'],
                 timeout=C['timeout'], cpus=P['client_cpus'])
-        cpu1 = inst.cpu_seconds()
-        drained = servers.drain(within=C['drain_s'])   # the c requests in flight when wrk stopped run to their end
-        cpu2 = inst.cpu_seconds()
+        t_stop, cpu1 = time.monotonic(), inst.cpu_seconds()   # wrk's window ended just before it returned
         n, secs = m['requests'][0], m['duration_s'][0]
+        drained = servers.drain(within=C['drain_s'], busy=(cpu1 - cpu0) / secs)   # the c requests in flight when wrk stopped run to their end
+        cpu2 = inst.cpu_seconds()
         errors = sum(m[k][0] for k in ('errors_connect', 'errors_read', 'errors_write', 'errors_timeout', 'non_2xx_3xx'))
         out = {'requests': (n, 'count'), 'throughput_rps': (m['requests_per_s'][0], 'req/s'), 'errors': (errors, 'count'),
                'latency_mean_s': (m['latency_mean_us'][0] / 1e6, 's'), 'latency_p50_s': (m['latency_p50_us'][0] / 1e6, 's'),
@@ -310,7 +320,12 @@ def closed_fn(P:dict, servers:Servers):
                'container_cpu_s': (cpu1 - cpu0, 's'), 'server_busy': ((cpu1 - cpu0) / secs, 'cores'), 'drained': (float(drained), 'bool')}
         if n: out['cpu_s_per_request_window'] = ((cpu1 - cpu0) / n, 's')
         # every connection had one request in flight when wrk stopped: after the drain the cgroup holds the whole cost of n + c requests
-        if drained and not errors: out['cpu_s_per_request'] = ((cpu2 - cpu0) / (n + c), 's')
+        if drained and not errors:
+            out['cpu_s_per_request'] = ((cpu2 - cpu0) / (n + c), 's')
+            # and the server finished exactly those n + c between wrk's start and the last answer: its rate, the in-flight work counted
+            # (wrk's requests/s counts n over its window and leaves out what the c in flight had had done: with runsc's 4.7-s I/O
+            # requests in a 10-s window, 0.60 req/s)
+            out['served_rps'] = ((n + c) / (secs + max(servers.idle_at - t_stop, 0.0)), 'req/s')
         if not drained: servers.close()
         return out
     return measure
@@ -818,7 +833,10 @@ def notes(df:pl.DataFrame) -> list[str]:
     if x.height:
         out += ['### Cross-check: open loop (vegeta) vs closed loop (wrk)', '',
                 "Capacity: an open loop's most answers per second over its rates (points that sent at least 2 requests: vegeta reports "
-                "a single request as answered at the rate it was sent) vs the closed loop's requests/s. CPU per request: an open loop's "
+                "a single request as answered at the rate it was sent) vs the closed loop's served rate (the requests wrk finished plus "
+                "those in flight when it stopped, over the time from its start until the last of them was answered; wrk's own requests/s "
+                "leaves out the work the requests in flight had had done, which matters where a request takes a good part of the window). "
+                "CPU per request: an open loop's "
                 "points with ≥ 99 % success (cgroup CPU until the server went idle, over the answered requests; '—': no such point went "
                 "idle within `drain_s`) vs the closed loop's steady state (cgroup CPU from the start until the requests still in flight "
                 "at the end are done, over the requests answered plus those in flight). The closed loop's values are its repetitions "
@@ -882,19 +900,20 @@ def _per_rep(s:pl.DataFrame, by:list[str], how=pl.col('value').median()) -> pl.D
                                pl.col('v').sort().alias('vals')).sort(*by)
 
 def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
-    "The closed-loop cross-check of one configuration: per endpoint × runtime × connections, requests/s, mean latency, server busy share and CPU ms per request (median [min–max] over repetitions)."
+    "The closed-loop cross-check of one configuration: per endpoint × runtime × connections, requests/s (wrk's), the served rate (`closed_fn`; campaigns since 2026-11-27), mean latency, server busy share and CPU ms per request (median [min–max] over repetitions)."
     from researchkit.claims import select
     s = select(df, 'throughput_rps', experiment='closed')
     if s.is_empty() or 'config' not in s.columns: return pl.DataFrame()
     by = ['endpoint', 'runtime', 'connections']
     parts = {m: _per_rep(select(df, m, experiment='closed').filter(pl.col('config') == config), by) for m in
-             ('throughput_rps', 'latency_mean_s', 'server_busy', 'cpu_s_per_request')}
+             ('throughput_rps', 'served_rps', 'latency_mean_s', 'server_busy', 'cpu_s_per_request')}
     if parts['throughput_rps'].is_empty(): return pl.DataFrame()
     fmt = lambda m, k=1.0, d=1: pl.format('{} [{}–{}]', *[(pl.col(c) * k).round(d) for c in ('med', 'lo', 'hi')]).alias(m)
     t = parts['throughput_rps'].select(*by, fmt('req/s', 1, 2), pl.col('med').alias('_rps'), 'n')
-    for m, name, k, d in (('latency_mean_s', 'latency ms', 1000, 1), ('server_busy', 'server busy (cores)', 1, 2), ('cpu_s_per_request', 'CPU ms/request', 1000, 1)):
+    for m, name, k, d in (('served_rps', 'served req/s', 1, 2), ('latency_mean_s', 'latency ms', 1000, 1), ('server_busy', 'server busy (cores)', 1, 2),
+                          ('cpu_s_per_request', 'CPU ms/request', 1000, 1)):
         if parts[m].height: t = t.join(parts[m].select(*by, fmt(name, k, d)), on=by, how='left')
-        else: t = t.with_columns(pl.lit(None, pl.Utf8).alias(name))
+        elif m != 'served_rps': t = t.with_columns(pl.lit(None, pl.Utf8).alias(name))
     order = {r: i for i, r in enumerate(RUNTIME_NAMES)}
     return t.sort('endpoint', pl.col('runtime').replace_strict(order, default=99), 'connections').drop('_rps')
 
@@ -957,7 +976,8 @@ def _methods(df:pl.DataFrame) -> tuple[str, tuple, dict]:
     by = ['endpoint', 'runtime']
     conns = sorted(_closed_default(df, 'throughput_rps')['connections'].unique().to_list())
     cname = f"c={conns[0]}" + (f"–{conns[-1]}" if len(conns) > 1 else '')
-    closed = (_spread(_closed_default(df, 'throughput_rps'), by), _spread(_closed_default(df, 'cpu_s_per_request'), by))
+    served = _closed_default(df, 'served_rps')   # campaigns before 2026-11-27 have only wrk's requests/s
+    closed = (_spread(served if served.height else _closed_default(df, 'throughput_rps'), by), _spread(_closed_default(df, 'cpu_s_per_request'), by))
     opens = {pool: _open_loop_stats(_burst_pool(df, pool), 'burst') for pool in POOLS[::-1]}   # grown first
     opens = {pool: s for pool, s in opens.items() if s[0].height}
     return cname, closed, {**opens, 'keep-alive': _open_loop_stats(df, 'load')}
@@ -974,7 +994,7 @@ def methods_long(df:pl.DataFrame) -> pl.DataFrame:
 
 def cross_check(df:pl.DataFrame) -> pl.DataFrame:
     """Each open loop against the closed loop, per endpoint × runtime in the default configuration: capacity (the open loop's most
-    answers/s; the closed loop's requests/s) and CPU per request (the open loop's points with ≥ 99 % success; the closed loop's
+    answers/s; the closed loop's served rate, or wrk's requests/s in campaigns without it) and CPU per request (the open loop's points with ≥ 99 % success; the closed loop's
     steady state), each median [min–max]. The closed loop's values are its repetitions at each of its connection counts (quick: 4; full: 1
     and 4, one at a time being the cheapest case). The open loop without keep-alive (experiment
     `burst`) first, then vegeta as the paper ran it (`load`, keep-alive) with the server's busy share at its best point; the

@@ -114,7 +114,8 @@ PORT = 80                                    # Debian's ports.conf: `Listen 80` 
 
 def site_conf(*, access_log:bool=False) -> str:
     "The Apache site (virtual host) for the app; everything else stays Debian's default."
-    log = 'CustomLog /dev/stdout combined' if access_log else 'CustomLog /dev/stdout combined "expr=false"'
+    # on: Debian's `combined` fields but the client's headers, then when the request ended (µs since the epoch)
+    log = 'CustomLog /dev/stdout "%h %l %u %t \\"%r\\" %>s %O %{end:usec}t"' if access_log else 'CustomLog /dev/stdout combined "expr=false"'
     return f"""# researchkit runtimes-web: the study's app. Debian's apache2.conf, ports.conf (Listen {PORT}), mpm_prefork and mod_php
 # are untouched; this file replaces sites-enabled/.
 ServerName rkweb
