@@ -20,9 +20,9 @@ from ..workloads.webapp import APP_PLACES
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
            'GRID', 'SCHEMA', 'POOLS', 'CLIENT_DEBS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'AGREE', 'study',
-           'rate_grid', 'check_host', 'preflight', 'configs', 'describe', 'server_configs', 'plan', 'Servers',
-           'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps', 'run_sweep', 'measure', 'client_debs',
-           'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee', 'gap',
+           'rate_grid', 'check_host', 'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs', 'plan',
+           'Servers', 'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps', 'run_sweep', 'measure',
+           'client_debs', 'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee', 'gap',
            'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims',
            'figures', 'cpu_table', 'knee_table', 'notes', 'closed_table', 'methods_long', 'cross_check',
            'variants_table']
@@ -70,6 +70,10 @@ CLOSED = {'connections': Field(list, item=int, min=1, max=64, nonempty=True, def
                                help='other runsc configurations to measure in the closed loop (each names what it changes); app changes are measured for runc too'),
           'variant_connections': Field(list, item=int, min=1, max=64, nonempty=True, default=lambda: [4],
                                help='connections of the variants\' points'),
+          'variant_endpoints': Field(list, item=str, choices=ENDPOINTS, nonempty=True, default=None,
+                               help="endpoints of the variants' points, among `endpoints` (absent: all of them)"),
+          'variant_repetitions': Field(int, min=1, max=100, default=None,
+                               help="repetitions of the variants' points (absent: the closed loop's), each in the first repetitions of the campaign"),
           'no_keepalive': Field(dict, schema={e: Field(list, item=float, min=0.01, max=100_000, default=lambda: []) for e in ENDPOINTS},
                                default=lambda: {e: [] for e in ENDPOINTS},
                                help="rates (req/s) per endpoint at which the open loop runs again with a new connection per request (experiment 'burst'), "
@@ -125,7 +129,7 @@ def check_host(P:dict, cores:int, *, where:str='') -> None:
 def preflight(P:dict, inventory) -> None:
     "Checks the CLI runs before anything starts: the server configurations (a variant that repeats another), and on a local testbed the quota and cpusets against this machine's cores."
     import os
-    configs(P)
+    configs(P); variant_endpoints(P)
     if inventory.kind == 'local': check_host(P, os.cpu_count())   # a cluster's nodes: measure_in_pods checks them
 
 # %% ../../nbs/62_runtimes_web.ipynb #c013
@@ -139,6 +143,14 @@ def configs(P:dict) -> dict[str, dict]:
         if label in out: raise ConfigError(f'closed_loop.runsc_variants[{i}]', f"the same configuration as an earlier one ({label})")
         out[label] = {'app': ch.get('app', base['app']), 'runsc': runsc_config({**base['runsc'], **{k: x for k, x in ch.items() if k != 'app'}})}
     return out
+
+def variant_endpoints(P:dict) -> list[str]:
+    "The endpoints the runsc variants are measured on (`closed_loop.variant_endpoints`, each among `endpoints`: the variants' ratios are to runc's default there)."
+    v = P['closed_loop'].get('variant_endpoints')
+    if v is None: return list(P['endpoints'])
+    if set(v) - set(P['endpoints']):
+        raise ConfigError('closed_loop.variant_endpoints', f"{sorted(set(v) - set(P['endpoints']))} not among endpoints {P['endpoints']}: a variant is compared with runc's default on its endpoint")
+    return [e for e in P['endpoints'] if e in v]
 
 def describe(cfg:dict, runtime:str='runsc') -> str:
     "A configuration in words, e.g. 'runsc (systrap, overlay2 root:self, directfs on, volumes shared; app in the image)'."
@@ -167,7 +179,7 @@ def plan(P:dict) -> dict[str, list[dict]]:
     for label, cfg in list(configs(P).items())[1:]:
         rts = [rt for rt in ('runc', 'runsc') if rt in P['runtimes'] and (rt == 'runsc' or cfg['app'] not in apps)]
         apps.add(cfg['app'])
-        closed += [pt(rt, ep, c, label) for rt in rts for ep in P['endpoints'] for c in C['variant_connections']]
+        closed += [pt(rt, ep, c, label) for rt in rts for ep in variant_endpoints(P) for c in C['variant_connections']]
     burst = [dict(runtime=rt, endpoint=ep, rate=r, duration=P['duration'], timeout=P['timeout'], keepalive=False, pool=pool)
              for rt in P['runtimes'] for ep in P['endpoints'] for r in C['no_keepalive'][ep] for pool in POOLS]
     return {'load': load, 'closed': closed if C['repetitions'] != 0 else [], 'burst': burst if C['repetitions'] != 0 else []}
@@ -345,12 +357,14 @@ def sweeps(run, P:dict, servers, tools:dict) -> None:
     fns = {'closed': closed_fn(P, servers), 'burst': burst_fn(P, servers),   # burst: a new connection per request, what keep-alive costs Apache's prefork pool
            'load': measure_fn(P, servers)}                                   # one callable: it remembers where each curve collapsed
     reps = {'closed': C['repetitions'] if pl_['closed'] else 0, 'burst': C['repetitions'] if pl_['burst'] else 0, 'load': P['repetitions']}
+    n_variants = (C.get('variant_repetitions') or C['repetitions']) if pl_['closed'] else 0
     for rep in range(max(reps.values())):
         for rt in P['runtimes']:
             mine = lambda exp, f: [p for p in pl_[exp] if p['runtime'] == rt and f(p)] if rep < reps[exp] else []
             steps = [(exp, mine(exp, lambda p: p['endpoint'] == ep and p.get('config', 'default') == 'default'))
                      for ep in P['endpoints'] for exp in ('closed', 'burst', 'load')]
-            for exp, pts in steps + [('closed', mine('closed', lambda p: p['config'] != 'default'))]:
+            variants = [p for p in pl_['closed'] if p['runtime'] == rt and p['config'] != 'default'] if rep < n_variants else []
+            for exp, pts in steps + [('closed', variants)]:
                 if pts: run.sweep(exp, pts, fns[exp], repetitions=rep + 1, tools=tools)
 
 def run_sweep(P:dict, store, *, servers:Servers, prov, testbed_name:str, progress:bool=True):
@@ -841,8 +855,9 @@ def notes(df:pl.DataFrame) -> list[str]:
                 "idle within `drain_s`) vs the closed loop's steady state (cgroup CPU from the start until the requests still in flight "
                 "at the end are done, over the requests answered plus those in flight). The closed loop's values are its repetitions "
                 "at each of its connection counts (the quick profile: 4, a saturated server like a burst's). "
-                f"Median [min–max]. The methods disagree when the 95 % interval of the ratio of the open loop's geometric mean to the "
-                f"closed loop's (bootstrap, each method's values resampled) leaves out 1 (a difference beyond their spread), agree when "
+                f"Median [min–max]. The methods disagree when the 95 % interval of the ratio of the open loop's values to the closed "
+                f"loop's (Student's t on the log scale, paired by repetition: a repetition measures a runtime's methods on one server "
+                f"within a minute, and this VM's speed drifts from one minute to the next) leaves out 1 (a difference beyond their spread), agree when "
                 f"it holds 1 and lies within {AGREE}, and the noise does not decide it otherwise or with fewer than {MIN_REPETITIONS} "
                 f"values a method (no interval). 'Without keep-alive' is "
                 "the open loop with a new connection per request (experiment `burst`, rates in `closed_loop.no_keepalive`), measured "
@@ -894,10 +909,10 @@ def notes(df:pl.DataFrame) -> list[str]:
 
 # %% ../../nbs/62_runtimes_web.ipynb #87440454
 def _per_rep(s:pl.DataFrame, by:list[str], how=pl.col('value').median()) -> pl.DataFrame:
-    "One value per `by` × repetition, then median, min, max and n over repetitions."
+    "One value per `by` × repetition, then median, min, max and n over repetitions; `reps` pairs each value with its repetition (`_interval`)."
     r = s.group_by(*by, 'repetition').agg(how.alias('v'))
     return r.group_by(*by).agg(pl.col('v').median().alias('med'), pl.col('v').min().alias('lo'), pl.col('v').max().alias('hi'), pl.len().alias('n'),
-                               pl.col('v').sort().alias('vals')).sort(*by)
+                               pl.col('v').sort().alias('vals'), pl.struct(pl.col('repetition').alias('rep'), 'v').alias('reps')).sort(*by)
 
 def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
     "The closed-loop cross-check of one configuration: per endpoint × runtime × connections, requests/s (wrk's), the served rate (`closed_fn`; campaigns since 2026-11-27), mean latency, server busy share and CPU ms per request (median [min–max] over repetitions)."
@@ -917,21 +932,43 @@ def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
     order = {r: i for i, r in enumerate(RUNTIME_NAMES)}
     return t.sort('endpoint', pl.col('runtime').replace_strict(order, default=99), 'connections').drop('_rps')
 
-# The open loop and the closed loop disagree when the 95 % interval of the ratio of their values' geometric means (bootstrap,
-# each method's values resampled) leaves out 1: the difference is beyond their spread. They agree when the interval holds 1
+# The open loop and the closed loop disagree when the 95 % interval of the ratio of their values (`_interval`: Student's t on the
+# log scale, paired by repetition) leaves out 1: the difference is beyond their spread. They agree when the interval holds 1
 # and lies within AGREE (the attribution's own tolerance, 20 %, symmetric on a ratio scale); otherwise, or with fewer than
-# `MIN_REPETITIONS` values a method (no interval), the noise does not decide it. Until
+# `MIN_REPETITIONS` values a method (no interval), the noise does not decide it. Until 2026-11-27 the interval was a
+# percentile bootstrap of the two sets of values: with 3 values a method it is about as wide as their range, narrower than
+# the noise (a bootstrap of 3 values has 10 distinct resamples), and it called this VM's swings disagreements (campaign
+# rk43a2: runc's CPU endpoint, bursts 0.76 [0.64-0.93] x the closed loop's, where 18 back-to-back closed-loop windows on
+# one server gave 29.5-47.6 ms). Until
 # 2026-11-27 a method disagreed when its [min-max] range missed the closed loop's: two ranges of 2 and 4 values drawn from one
 # distribution miss each other 13 % of the time (2 x 2! 4! / 6!), and this VM's speed moves x1.6 between phases, so the rule
 # called noise a disagreement (runsc's CPU endpoint in campaign rk6ba7: bursts 51 and 67 ms against 32-39 ms; on the next host
 # the same bursts were 0.90 x the closed loop's, median of 5 rounds).
-from ..claims import within, bootstrap, geomean, MIN_REPETITIONS
+from ..claims import within, t_interval, t_quantile, MIN_REPETITIONS
 AGREE = within(0.8, 1.25)
 
+def _interval(a:dict, b:dict) -> tuple[float, float, float]:
+    """(estimate, low, high): the ratio of `a`'s values to `b`'s and its 95 % Student-t interval on the log scale — paired by
+    repetition (`reps`) where at least `MIN_REPETITIONS` repetitions measured both (a repetition's methods ran within the same
+    minute: `sweeps`), else Welch's over the two sets of values (`vals`); (estimate, -inf, inf) with fewer values."""
+    ra, rb = ({r['rep']: r['v'] for r in (x.get('reps') or []) if r['v'] and r['v'] > 0} for x in (a, b))
+    common = sorted(set(ra) & set(rb))
+    if len(common) >= MIN_REPETITIONS:
+        m, lo, hi = t_interval([math.log(ra[k] / rb[k]) for k in common])
+        return math.exp(m), math.exp(lo), math.exp(hi)
+    la, lb = ([math.log(v) for v in x['vals'] if v > 0] for x in (a, b))
+    d = sum(la) / len(la) - sum(lb) / len(lb)
+    if min(len(la), len(lb)) < MIN_REPETITIONS: return math.exp(d), -math.inf, math.inf
+    va, vb = (sum((v - sum(l) / len(l)) ** 2 for v in l) / (len(l) - 1) / len(l) for l in (la, lb))
+    if va + vb == 0: return (math.exp(d),) * 3
+    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))   # Welch-Satterthwaite, rounded down
+    h = t_quantile(max(1, int(df))) * math.sqrt(va + vb)
+    return math.exp(d), math.exp(d - h), math.exp(d + h)
+
 def _agreement(what:str, a:dict|None, b:dict|None):
-    "(True: agrees, False: disagrees, None: undecided; text): the open loop's `what` (`a['vals']`) against the closed loop's (`b['vals']`); (None, '') when either is missing."
+    "(True: agrees, False: disagrees, None: undecided; text): the open loop's `what` (`a`) against the closed loop's (`b`), each {'vals', 'reps'} (`_interval`); (None, '') when either is missing."
     if a is None or b is None or not a['vals'] or not b['vals']: return None, ''
-    est, lo, hi = bootstrap([list(a['vals']), list(b['vals'])], lambda g: geomean(g[0]) / geomean(g[1]))
+    est, lo, hi = _interval(a, b)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         n = min(len(a['vals']), len(b['vals']))
         return None, f"{what} undecided ({est:.2f} × the closed loop's; {n} value{'s' if n > 1 else ''}, no interval)"
@@ -940,9 +977,11 @@ def _agreement(what:str, a:dict|None, b:dict|None):
     return ok, f"{what} {word} ({est:.2f} [{lo:.2f}–{hi:.2f}] × the closed loop's)"
 
 def _spread(s:pl.DataFrame, by:list[str], col:str='value') -> pl.DataFrame:
-    "Median, min, max and n of `col` per `by` (every row one measurement), in the order of `by` (a figure drawn from it is the same file every time)."
-    return s.group_by(*by).agg(pl.col(col).median().alias('med'), pl.col(col).min().alias('lo'), pl.col(col).max().alias('hi'), pl.len().alias('n'),
-                               pl.col(col).sort().alias('vals')).sort(*by)
+    "Median, min, max and n of `col` per `by` (every row one measurement), in the order of `by` (a figure drawn from it is the same file every time); `reps`: each repetition's geometric mean (several connection counts, say) with its repetition (`_interval`)."
+    reps = (s.filter(pl.col(col) > 0).group_by(*by, 'repetition').agg(pl.col(col).log().mean().exp().alias('v'))
+             .group_by(*by).agg(pl.struct(pl.col('repetition').alias('rep'), 'v').alias('reps')))
+    return (s.group_by(*by).agg(pl.col(col).median().alias('med'), pl.col(col).min().alias('lo'), pl.col(col).max().alias('hi'), pl.len().alias('n'),
+                                pl.col(col).sort().alias('vals')).join(reps, on=by, how='left').sort(*by))
 
 def _burst_pool(df:pl.DataFrame, pool:str) -> pl.DataFrame:
     "`df` with only the no-keep-alive bursts (experiment 'burst') of `pool` ('growing' or 'grown'); bursts recorded before the pool was a parameter ran onto the pool the closed loop left: 'growing'."
@@ -1038,13 +1077,14 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 def variants_table(df:pl.DataFrame) -> pl.DataFrame:
-    "The runsc configurations measured in the closed loop (beyond the paper): per endpoint × configuration × runtime, requests/s and CPU ms per request at the variants' connection count, and the ratios to runc in the default configuration."
+    "The runsc configurations measured in the closed loop (beyond the paper): per endpoint × configuration × runtime, requests/s (the served rate, or wrk's in campaigns without it) and CPU ms per request at the variants' connection count, and the ratios to runc in the default configuration."
     from researchkit.claims import select
     s = select(df, 'throughput_rps', experiment='closed')
     if s.is_empty() or 'config' not in s.columns or s.filter(pl.col('config') != 'default').is_empty(): return pl.DataFrame()
     cs = sorted(set(s.filter(pl.col('config') != 'default')['connections'].to_list()))
     by = ['endpoint', 'config', 'runtime', 'connections']
-    rps = _per_rep(s.filter(pl.col('connections').is_in(cs)), by)
+    served = select(df, 'served_rps', experiment='closed')   # the served rate where measured (`closed_fn`), else wrk's requests/s
+    rps = _per_rep((served if served.height else s).filter(pl.col('connections').is_in(cs)), by)
     cpu = _per_rep(select(df, 'cpu_s_per_request', experiment='closed').filter(pl.col('connections').is_in(cs)), by)
     t = rps.select(*by, pl.col('med').alias('rps'), 'n').join(cpu.select(*by, (pl.col('med') * 1000).alias('cpu_ms')), on=by, how='left')
     base = t.filter((pl.col('runtime') == 'runc') & (pl.col('config') == 'default')).select('endpoint', 'connections', pl.col('rps').alias('_r'), pl.col('cpu_ms').alias('_c'))
