@@ -855,10 +855,11 @@ def notes(df:pl.DataFrame) -> list[str]:
                 "idle within `drain_s`) vs the closed loop's steady state (cgroup CPU from the start until the requests still in flight "
                 "at the end are done, over the requests answered plus those in flight). The closed loop's values are its repetitions "
                 "at each of its connection counts (the quick profile: 4, a saturated server like a burst's). "
-                f"Median [min–max]. The methods disagree when the 95 % interval of the ratio of the open loop's values to the closed "
+                f"Median [min–max]. The methods agree when the 95 % interval of the ratio of the open loop's values to the closed "
                 f"loop's (Student's t on the log scale, paired by repetition: a repetition measures a runtime's methods on one server "
-                f"within a minute, and this VM's speed drifts from one minute to the next) leaves out 1 (a difference beyond their spread), agree when "
-                f"it holds 1 and lies within {AGREE}, and the noise does not decide it otherwise or with fewer than {MIN_REPETITIONS} "
+                f"within a minute, and this VM's speed drifts from one minute to the next) lies within {AGREE} (a difference, if any, "
+                f"within the attribution's tolerance), disagree when it reaches past that and leaves out 1 (a difference beyond their "
+                f"spread), and the noise does not decide it otherwise or with fewer than {MIN_REPETITIONS} "
                 f"values a method (no interval). 'Without keep-alive' is "
                 "the open loop with a new connection per request (experiment `burst`, rates in `closed_loop.no_keepalive`), measured "
                 "right after the closed loop on the same server; 'with keep-alive' is vegeta as the paper ran it (the load sweep). "
@@ -932,9 +933,10 @@ def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
     order = {r: i for i, r in enumerate(RUNTIME_NAMES)}
     return t.sort('endpoint', pl.col('runtime').replace_strict(order, default=99), 'connections').drop('_rps')
 
-# The open loop and the closed loop disagree when the 95 % interval of the ratio of their values (`_interval`: Student's t on the
-# log scale, paired by repetition) leaves out 1: the difference is beyond their spread. They agree when the interval holds 1
-# and lies within AGREE (the attribution's own tolerance, 20 %, symmetric on a ratio scale); otherwise, or with fewer than
+# The open loop and the closed loop agree when the 95 % interval of the ratio of their values (`_interval`: Student's t on the
+# log scale, paired by repetition) lies within AGREE (the attribution's own tolerance, 20 %, symmetric on a ratio scale: a
+# difference, if any, smaller than that); they disagree when it reaches past AGREE and leaves out 1 (a difference beyond their
+# spread that the tolerance does not cover); otherwise, or with fewer than
 # `MIN_REPETITIONS` values a method (no interval), the noise does not decide it. Until 2026-11-27 the interval was a
 # percentile bootstrap of the two sets of values: with 3 values a method it is about as wide as their range, narrower than
 # the noise (a bootstrap of 3 values has 10 distinct resamples), and it called this VM's swings disagreements (campaign
@@ -972,7 +974,7 @@ def _agreement(what:str, a:dict|None, b:dict|None):
     if not (math.isfinite(lo) and math.isfinite(hi)):
         n = min(len(a['vals']), len(b['vals']))
         return None, f"{what} undecided ({est:.2f} × the closed loop's; {n} value{'s' if n > 1 else ''}, no interval)"
-    ok = False if lo > 1 or hi < 1 else True if AGREE.low <= lo and hi <= AGREE.high else None
+    ok = True if AGREE.low <= lo and hi <= AGREE.high else False if lo > 1 or hi < 1 else None
     word = {False: 'disagrees', True: 'agrees', None: 'undecided'}[ok]
     return ok, f"{what} {word} ({est:.2f} [{lo:.2f}–{hi:.2f}] × the closed loop's)"
 
