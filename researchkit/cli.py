@@ -213,8 +213,9 @@ def main(argv:list[str]|None=None) -> int:
             from researchkit.runtimes.kube_cluster import KubeCluster, install_cluster_packages, build_kube_tools
             from researchkit.teardown import signals_unwind
             install_cluster_packages(); build_kube_tools()
-            with signals_unwind(), KubeCluster() as c:
+            with signals_unwind(), KubeCluster(multus=True) as c:   # Multus where it built (NetworkAttachmentDefinitions for secondary networks)
                 print(f"Kubernetes {c.version()['kubernetes']} up: kubeconfig {c.kubeconfig}\ntestbed inventory {c.write_inventory(args.inventory)}\n"
+                      f"Multus: {'yes' if c.multus else 'no, ' + str(c.multus_why)}\n"
                       f"(researchkit run STUDY --testbed <that file>; Ctrl-C stops the cluster and restores the host)", flush=True)
                 try:
                     while True: time.sleep(3600)

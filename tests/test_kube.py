@@ -26,7 +26,7 @@ def cluster():
     why = cluster_unavailable()
     if why: pytest.skip(f"no Kubernetes cluster on this machine: {why}")
     before = kube_host_state()
-    c = KubeCluster().start()
+    c = KubeCluster(multus=True).start()   # Multus where it built: every pod's eth0 goes through it to the bridge
     yield c
     c.stop()
     assert c.left == {} and state_diff(before, kube_host_state()) == {}, c.left   # the host exactly as found
@@ -146,7 +146,27 @@ def test_a_kubernetes_inventory_is_a_testbed_with_provenance_and_doctor_rows(clu
         rows = {r[1]: r for r in kube_rows(tb.kube)}
     assert rows['version'][2] and rows[f"node {cluster.node_name}"][2] and 'containerd://1.6' in rows[f"node {cluster.node_name}"][3]
     assert rows['runtime runc (default handler)'][2] and rows['cni'][2] and '10.254.1.' in rows['cni'][3]
-    assert not rows['multus'][2]                                      # this cluster has no Multus: said, not hidden
+    assert rows['multus'][2] == cluster.multus, (rows['multus'], cluster.multus_why)   # the CRD where Multus is configured; said, not hidden, where not
+
+
+def test_a_multus_macvlan_network_carries_packets_between_two_pods(cluster, kube):
+    "A NetworkAttachmentDefinition (macvlan in bridge mode on the cluster's bridge, host-local addresses): two pods that name it get it as net1 besides eth0, Multus records it, and real packets cross it; the pods' teardown takes it away."
+    if not cluster.multus: pytest.skip(f"no Multus on this cluster: {cluster.multus_why}")
+    net = {'type': 'macvlan', 'master': cluster.bridge, 'mode': 'bridge',
+           'ipam': {'type': 'host-local', 'subnet': '10.253.0.0/24', 'dataDir': f"{cluster.base}/cni/ipam-nad"}}
+    with pytest.raises(ConfigError, match='config'): kube.network_attachment('bad', {'master': cluster.bridge}, Teardown())
+    with Teardown() as td:
+        kube.network_attachment('mv', net, td)
+        a, b = (PodNode(kube, n, networks=['mv'], teardown=td).start() for n in ('mva', 'mvb'))
+        st = {p.name: {s['interface']: s for s in p.network_status() if 'interface' in s} for p in (a, b)}
+        ips = {n: x['net1']['ips'][0] for n, x in st.items()}
+        assert all(x['eth0']['ips'][0].startswith('10.254.1.') and ips[n].startswith('10.253.0.') for n, x in st.items()), st
+        assert '@' in a.run('ip -o link show net1').stdout   # net1 sits on a lower link (the macvlan's master, outside the pod)
+        assert a.run(f"ip route get {ips['mvb']}").stdout.split(' dev ')[1].split()[0] == 'net1'   # the route to b's address is net1, not eth0
+        rx0 = int(b.run('cat /sys/class/net/net1/statistics/rx_packets').stdout)
+        assert ' 0% packet loss' in a.run(f"ping -c 3 -W 2 {ips['mvb']}").stdout
+        assert int(b.run('cat /sys/class/net/net1/statistics/rx_packets').stdout) >= rx0 + 3   # the echo requests came in on net1
+    assert kube.pods() == [] and not any('mv' in l for l in subprocess.run(['ip', '-o', 'link'], capture_output=True, text=True).stdout.splitlines() if cluster.run_id in l)
 
 
 CHILD = textwrap.dedent("""

@@ -14,7 +14,7 @@ from .docker_engine import install_debs, host_state, state_diff
 
 # %% auto #0
 __all__ = ['KUBE_VERSION', 'KUBE_TOOLS', 'CLUSTER_PACKAGES', 'CNI_BIN', 'KUBE_SYSCTLS', 'KUBE_PATHS', 'KUBE_COMMS', 'PAUSE_IMAGE',
-           'BUSYBOX_IMAGE', 'GVISOR_SHIM', 'kube_host_state', 'install_cluster_packages', 'build_kube_tools',
+           'BUSYBOX_IMAGE', 'GVISOR_SHIM', 'MULTUS', 'kube_host_state', 'install_cluster_packages', 'build_kube_tools',
            'cluster_unavailable', 'image_archive', 'pause_image', 'busybox_image', 'KubeCluster']
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c005
@@ -41,20 +41,22 @@ def install_cluster_packages(timeout:float=900) -> list[str]:
     return install_debs(CLUSTER_PACKAGES, 'kubernetes', timeout=timeout)
 
 GVISOR_SHIM = 'containerd-shim-runsc-v1'   # gVisor's containerd shim, at the runsc pin (on-demand line of tools/go-tools.txt)
-_SHIM_BUILD = {}                          # why the shim's build failed, once tried in this process
+MULTUS = 'multus'                          # Multus' thin CNI plugin (on-demand line of tools/go-tools.txt)
+_SHIM_BUILD = {}                          # why the shim's (or Multus') build failed, once tried in this process
 
 def build_kube_tools(timeout:float=2400) -> dict[str, str|None]:
-    "Build the pinned control plane, kubelet and gVisor's shim into the tool cache if missing (cold: ~6 min on 2 cores); name -> path (None: the shim did not build, `_SHIM_BUILD` says why)."
+    "Build the pinned control plane, kubelet, gVisor's shim and Multus into the tool cache if missing (cold: ~6 min on 2 cores, Multus 92 s more); name -> path (None: the shim or Multus did not build, `_SHIM_BUILD` says why)."
     from researchkit.core import project_root
     from researchkit.testbed.tools import tool_path
     install = str(project_root()/'tools'/'install-go-tools')
     if not all(tool_path(t) for t in KUBE_TOOLS):
         r = subprocess.run([install, *KUBE_TOOLS], capture_output=True, text=True, timeout=timeout)
         if r.returncode: raise NotMeasurable('kubernetes', f"tools/install-go-tools {' '.join(KUBE_TOOLS)} failed: {r.stderr.strip()[-600:]}")
-    if not tool_path(GVISOR_SHIM) and GVISOR_SHIM not in _SHIM_BUILD:   # without it the cluster has no gvisor class, and says why
-        r = subprocess.run([install, GVISOR_SHIM, 'runsc'], capture_output=True, text=True, timeout=timeout)
-        if r.returncode: _SHIM_BUILD[GVISOR_SHIM] = f"tools/install-go-tools {GVISOR_SHIM} failed: {r.stderr.strip()[-400:]}"
-    return {t: tool_path(t) for t in (*KUBE_TOOLS, GVISOR_SHIM)}
+    for tool, deps in ((GVISOR_SHIM, ['runsc']), (MULTUS, [])):   # without them: no gvisor class, no Multus; the cluster says why
+        if not tool_path(tool) and tool not in _SHIM_BUILD:
+            r = subprocess.run([install, tool, *deps], capture_output=True, text=True, timeout=timeout)
+            if r.returncode: _SHIM_BUILD[tool] = f"tools/install-go-tools {tool} failed: {r.stderr.strip()[-400:]}"
+    return {t: tool_path(t) for t in (*KUBE_TOOLS, GVISOR_SHIM, MULTUS)}
 
 def cluster_unavailable() -> str|None:
     "Why no cluster can start on this machine (measured), or None."
@@ -174,12 +176,15 @@ class KubeCluster:
                  node_ip:str='10.254.0.1',      # the node's address, on the cluster's own bridge
                  pod_range:tuple[str, str]=('10.254.1.1', '10.254.1.254'),   # pod addresses (same /16 as the node: no routing)
                  gvisor:bool=True,              # offer RuntimeClass `gvisor` when gVisor's shim is built
+                 multus:bool=False,             # Multus as the CNI (pods' eth0 still the bridge) and the NetworkAttachmentDefinition CRD, when built
                  start_timeout:float=180,       # seconds for the node to become Ready
                 ):
         self.run_id = run_id or current_run_id()
         self.base = f"/run/{self.run_id}-kube"
         self.bridge, self.cgroup, self.node_name = f"{self.run_id}-kb", f"{self.run_id}-kube", f"{self.run_id}-node"
         self.node_ip, self.pod_range, self.gvisor, self.start_timeout = node_ip, pod_range, gvisor, start_timeout
+        self.multus, self.multus_why = False, None if multus else 'not asked for (KubeCluster(multus=True))'   # `multus`: configured
+        self._want_multus = multus
         self._td, self._own_td = teardown, teardown is None
         self.procs, self.before, self.left, self.runtime_classes = {}, None, None, {}
         self.gvisor_why = None   # why there is no `gvisor` RuntimeClass (measured), when there is none
@@ -261,6 +266,7 @@ class KubeCluster:
         self._wait(f"node {self.node_name}", self._node_ready, self.start_timeout)
         self._runtime_classes()
         self._wait('the default service account', lambda: self._get('/api/v1/namespaces/default/serviceaccounts/default') is not None, 60)
+        if self.multus: self._nad_crd()
         return self
 
     # --- pieces of `_start`
@@ -314,7 +320,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
 [plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "{CNI_BIN}"
+  bin_dir = "{self._cni_bin()}"
   conf_dir = "{B}/cni/net.d"
   max_conf_num = 1
 [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -329,6 +335,41 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                       'ranges': [[{'subnet': '10.254.0.0/16', 'rangeStart': self.pod_range[0], 'rangeEnd': self.pod_range[1]}]]}},
             ]}   # (containerd brings lo up itself)
         pathlib.Path(B, 'cni/net.d/10-researchkit.conflist').write_text(json.dumps(conf, indent=1) + '\n')
+        if self.multus:   # containerd takes the first file (max_conf_num 1): Multus, which gives every pod the bridge as eth0 and adds what its annotation asks for
+            multus = {'cniVersion': '0.4.0', 'name': f"{self.run_id}-multus", 'type': 'multus', 'kubeconfig': self.kubeconfig,
+                      'confDir': f"{B}/cni/multus/net.d", 'cniDir': f"{B}/cni/multus/cache", 'binDir': f"{B}/cni/bin",
+                      'logFile': f"{B}/cni/multus.log", 'logLevel': 'error', 'delegates': [conf]}
+            pathlib.Path(B, 'cni/net.d/00-multus.conf').write_text(json.dumps(multus, indent=1) + '\n')
+
+    def _cni_bin(self) -> str:
+        "The CNI plugin directory containerd gets: Debian's, or with Multus a private one that links Debian's plugins beside it."
+        from researchkit.testbed.tools import tool_path
+        if not self._want_multus: return CNI_BIN
+        path = tool_path(MULTUS)
+        if not path:
+            self.multus_why = _SHIM_BUILD.get(MULTUS) or f"{MULTUS} is not built (tools/install-go-tools {MULTUS})"
+            return CNI_BIN
+        d = pathlib.Path(self.base, 'cni', 'bin'); d.mkdir(parents=True, exist_ok=True)
+        for p in [*pathlib.Path(CNI_BIN).iterdir(), pathlib.Path(path)]: (d/p.name).symlink_to(p)
+        self.multus, self.multus_why = True, None
+        return str(d)
+
+    def _nad_crd(self):
+        "The NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1, the Network Plumbing Working Group's multi-net spec): `spec.config` is a CNI config as a JSON string."
+        import urllib.request, ssl
+        crd = {'apiVersion': 'apiextensions.k8s.io/v1', 'kind': 'CustomResourceDefinition', 'metadata': {'name': 'network-attachment-definitions.k8s.cni.cncf.io'},
+               'spec': {'group': 'k8s.cni.cncf.io', 'scope': 'Namespaced',
+                        'names': {'plural': 'network-attachment-definitions', 'singular': 'network-attachment-definition',
+                                  'kind': 'NetworkAttachmentDefinition', 'shortNames': ['net-attach-def']},
+                        'versions': [{'name': 'v1', 'served': True, 'storage': True, 'schema': {'openAPIV3Schema': {
+                            'type': 'object', 'properties': {'apiVersion': {'type': 'string'}, 'kind': {'type': 'string'}, 'metadata': {'type': 'object'},
+                                                             'spec': {'type': 'object', 'properties': {'config': {'type': 'string'}}}}}}}]}}
+        req = urllib.request.Request(self.server + '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', data=json.dumps(crd).encode(), method='POST',
+                                     headers={'Authorization': f"Bearer {self.token}", 'Content-Type': 'application/json'})
+        with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=f"{self.base}/pki/ca.crt"), timeout=20): pass
+        established = lambda: any(c['type'] == 'Established' and c['status'] == 'True' for c in
+                                  ((self._get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/network-attachment-definitions.k8s.cni.cncf.io') or {}).get('status') or {}).get('conditions', []))
+        self._wait('the NetworkAttachmentDefinition CRD', established, 30)
 
     def _runsc_shim(self) -> str|None:
         "gVisor's containerd shim, when built: its options file (runsc at the pinned version, systrap, a private root and logs)."

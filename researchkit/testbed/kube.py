@@ -12,7 +12,8 @@ from ..teardown import Teardown
 from .nodes import Node, Proc, Result, CommandTimeout
 
 # %% auto #0
-__all__ = ['RUNTIMES', 'KUBE_SCHEMA', 'cpu_cores', 'Kube', 'delete_namespace', 'delete_pod', 'PodNode', 'kube_rows', 'main']
+__all__ = ['RUNTIMES', 'KUBE_SCHEMA', 'NETWORKS', 'NETWORK_STATUS', 'cpu_cores', 'Kube', 'delete_namespace', 'delete_pod',
+           'PodNode', 'kube_rows', 'main']
 
 # %% ../../nbs/12b_kube.ipynb #c005
 RUNTIMES = ('runc', 'crun', 'runsc', 'kata')   # researchkit's runtime names a RuntimeClass can stand for
@@ -168,6 +169,29 @@ class Kube:
             try: self.core.read_namespaced_service_account('default', self.namespace); return
             except k.client.ApiException: time.sleep(0.2)
 
+    def network_attachment(self, name:str,         # the NetworkAttachmentDefinition's name, in the run's namespace
+                           config:dict,            # its CNI configuration (e.g. a macvlan with its IPAM), as Multus reads it
+                           teardown:Teardown):     # deletes it (with the namespace when the run owns it)
+        "Create a Multus NetworkAttachmentDefinition that pods of this run name in `PodNode(networks=...)`; `NotMeasurable` where the cluster has no such CRD (no Multus)."
+        k = _client()
+        if not _DNS.match(name): raise ConfigError('name', f"{name!r}: a network attachment name is [a-z0-9-]")
+        if not isinstance(config, dict) or not config.get('type') and not config.get('plugins'):
+            raise ConfigError('config', f"a CNI configuration with a 'type' (or a 'plugins' list), got {config!r}")
+        self.ensure_namespace(teardown)
+        api = k.client.CustomObjectsApi(self.api)
+        body = {'apiVersion': 'k8s.cni.cncf.io/v1', 'kind': 'NetworkAttachmentDefinition',
+                'metadata': {'name': name, 'labels': {'researchkit.run': self.run_id}},
+                'spec': {'config': json.dumps({'cniVersion': '0.4.0', 'name': name, **config})}}
+        def gone():
+            try: api.delete_namespaced_custom_object('k8s.cni.cncf.io', 'v1', self.namespace, 'network-attachment-definitions', name)
+            except k.client.ApiException as e:
+                if e.status != 404: raise
+        try: api.create_namespaced_custom_object('k8s.cni.cncf.io', 'v1', self.namespace, 'network-attachment-definitions', body)
+        except k.client.ApiException as e:
+            if e.status == 404: raise NotMeasurable(f"network {name}", "the cluster has no NetworkAttachmentDefinition CRD (no Multus)") from None
+            raise
+        teardown.callback(f"network attachment {self.namespace}/{name}", gone)
+
     def cleanup_cmd(self, *, namespace:bool=False, pod:str|None=None) -> str:
         "The shell line that deletes the run's namespace (or one pod), replayed from the ledger by `researchkit cleanup`."
         a = [sys.executable, '-m', 'researchkit.testbed.kube', 'delete', '--kubeconfig', str(self.path), '--namespace', self.namespace]
@@ -208,6 +232,8 @@ def delete_pod(core, ns:str, name:str, timeout:float=120):
 # %% ../../nbs/12b_kube.ipynb #c009
 _CHUNK = 90 * 1024   # bytes per put chunk (120 KiB of base64: below the kernel's 128 KiB limit per argument)
 
+NETWORKS, NETWORK_STATUS = 'k8s.v1.cni.cncf.io/networks', 'k8s.v1.cni.cncf.io/network-status'   # Multus' pod annotations
+
 class PodNode(Node):
     "A pod of a Kubernetes testbed, as a `Node`. `start()` creates it; `stop()` (or the teardown) deletes it."
     kind = 'pod'
@@ -220,6 +246,7 @@ class PodNode(Node):
                  node:str|None=None,           # put the pod on this cluster node (default: the scheduler picks)
                  command:list[str]|None=None,  # the pod's main process (default: sleep for ever)
                  env:dict|None=None,           # environment of the main process and of every command
+                 networks:list[str]|None=None, # Multus NetworkAttachmentDefinitions (`Kube.network_attachment`) to add as net1, net2, …
                  teardown:Teardown|None=None,  # register the pod's deletion here (default: its own, closed by `stop`)
                  ready_timeout:float=180,      # seconds for the pod to be Running
                 ):
@@ -229,7 +256,7 @@ class PodNode(Node):
         self.runtime_class = kube.runtime_class(runtime)
         self.image = kube.spec['images'].get(image, image)
         self.command = list(command or ['sleep', '2147483647'])
-        self.env, self.ready_timeout = dict(env or {}), ready_timeout
+        self.env, self.ready_timeout, self.networks = dict(env or {}), ready_timeout, list(networks or [])
         self.pod, self.namespace = f"{kube.run_id}-{name}", kube.namespace
         self._td, self._own_td, self.ip, self.started = teardown, teardown is None, None, False
         kube.check(); kube.check_cpu(cpu, node)   # bad input fails here, before anything exists
@@ -240,7 +267,8 @@ class PodNode(Node):
         "The pod object this node creates."
         res = {**({'cpu': f"{round(self.cpu * 1000)}m"} if self.cpu else {}), **({'memory': self.memory} if self.memory else {})}
         return {'apiVersion': 'v1', 'kind': 'Pod',
-                'metadata': {'name': self.pod, 'labels': {'researchkit.run': self.kube.run_id, 'researchkit.node': self.name}},
+                'metadata': {'name': self.pod, 'labels': {'researchkit.run': self.kube.run_id, 'researchkit.node': self.name},
+                             **({'annotations': {NETWORKS: ','.join(self.networks)}} if self.networks else {})},
                 'spec': {**({'runtimeClassName': self.runtime_class} if self.runtime_class else {}),
                          **({'nodeName': self.node} if self.node else {}),
                          **({'nodeSelector': self.kube.spec['node_selector']} if self.kube.spec['node_selector'] else {}),
@@ -275,6 +303,11 @@ class PodNode(Node):
                 raise NotMeasurable(f"pod {self.pod}", f"{why or p.status.phase} (runtime class {self.runtime_class or 'default'}, image {self.image}); "
                                     f"events: {self._events()}")
             time.sleep(0.25)
+
+    def network_status(self) -> list[dict]:
+        "The pod's interfaces as Multus recorded them (`k8s.v1.cni.cncf.io/network-status`: name, interface, ips, mac, default); [] without Multus."
+        a = self.kube.core.read_namespaced_pod(self.pod, self.namespace).metadata.annotations or {}
+        return json.loads(a.get(NETWORK_STATUS, '[]'))
 
     def _event_list(self) -> list:
         return self.kube.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={self.pod}").items
