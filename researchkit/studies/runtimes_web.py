@@ -346,7 +346,7 @@ def sweeps(run, P:dict, servers, tools:dict) -> None:
     """The study's sweeps on `servers` (`Servers` or `PodServers`), repetition by repetition, runtime by runtime and endpoint by
     endpoint: the closed loop's points, the open loop without keep-alive on the same server (warm from them), then the open-loop
     curve of that runtime, endpoint and repetition (experiment 'load', vegeta as the paper ran it, resuming); the runsc variants
-    (full profile) last in each repetition and runtime, each from a fresh server. So the three methods a runtime is compared by
+    last in each runtime's part of the first `closed_loop.variant_repetitions` repetitions, each from a fresh server. So the three methods a runtime is compared by
     meet the same minute of this VM, whose speed moves by up to x1.6 from one few-second phase to the next (one server's CPU per
     request: 31-54 ms), with no other endpoint's requests between them (under runsc the 5000 files an I/O request writes and
     unlinks live in the Sentry), and each method's repetitions spread over the whole campaign, so its spread holds the VM's drift.
@@ -940,8 +940,8 @@ def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
 # `MIN_REPETITIONS` values a method (no interval), the noise does not decide it. Until 2026-11-27 the interval was a
 # percentile bootstrap of the two sets of values: with 3 values a method it is about as wide as their range, narrower than
 # the noise (a bootstrap of 3 values has 10 distinct resamples), and it called this VM's swings disagreements (campaign
-# rk43a2: runc's CPU endpoint, bursts 0.76 [0.64-0.93] x the closed loop's, where 18 back-to-back closed-loop windows on
-# one server gave 29.5-47.6 ms). Until
+# rk43a2: runc's CPU endpoint, bursts 0.76 [0.64-0.93] x the closed loop's, where 9 closed-loop windows of runc in a row,
+# 3 on each of 3 servers, gave 29.5-47.6 ms). Until
 # 2026-11-27 a method disagreed when its [min-max] range missed the closed loop's: two ranges of 2 and 4 values drawn from one
 # distribution miss each other 13 % of the time (2 x 2! 4! / 6!), and this VM's speed moves x1.6 between phases, so the rule
 # called noise a disagreement (runsc's CPU endpoint in campaign rk6ba7: bursts 51 and 67 ms against 32-39 ms; on the next host
