@@ -166,6 +166,12 @@ def test_a_multus_macvlan_network_carries_packets_between_two_pods(cluster, kube
         rx0 = int(b.run('cat /sys/class/net/net1/statistics/rx_packets').stdout)
         assert ' 0% packet loss' in a.run(f"ping -c 3 -W 2 {ips['mvb']}").stdout
         assert int(b.run('cat /sys/class/net/net1/statistics/rx_packets').stdout) >= rx0 + 3   # the echo requests came in on net1
+        # a killed run: the ledger's undo (what `researchkit cleanup` replays) deletes the NetworkAttachmentDefinition
+        from kubernetes.client import CustomObjectsApi
+        nads = lambda: [n['metadata']['name'] for n in CustomObjectsApi(kube.api).list_namespaced_custom_object('k8s.cni.cncf.io', 'v1', kube.namespace, 'network-attachment-definitions')['items']]
+        assert nads() == ['mv']
+        subprocess.run(kube.cleanup_cmd(nad='mv'), shell=True, check=True, timeout=60)
+        assert nads() == []   # and the teardown's own delete then finds it gone, which is fine
     assert kube.pods() == [] and not any('mv' in l for l in subprocess.run(['ip', '-o', 'link'], capture_output=True, text=True).stdout.splitlines() if cluster.run_id in l)
 
 

@@ -295,6 +295,7 @@ class KubeCluster:
     def _containerd_config(self):
         B = self.base
         runsc = self._runsc_shim() if self.gvisor else None
+        cni_bin = self._cni_bin()   # (decides `multus`)
         rt = lambda name, typ, opts: (f'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{name}]\n  runtime_type = "{typ}"\n'
                                       + (f'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{name}.options]\n' + ''.join(f'  {k} = {json.dumps(v)}\n' for k, v in opts.items()) if opts else ''))
         text = f"""version = 2
@@ -320,7 +321,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
 [plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "{self._cni_bin()}"
+  bin_dir = "{cni_bin}"
   conf_dir = "{B}/cni/net.d"
   max_conf_num = 1
 [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -356,7 +357,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def _nad_crd(self):
         "The NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1, the Network Plumbing Working Group's multi-net spec): `spec.config` is a CNI config as a JSON string."
-        import urllib.request, ssl
         crd = {'apiVersion': 'apiextensions.k8s.io/v1', 'kind': 'CustomResourceDefinition', 'metadata': {'name': 'network-attachment-definitions.k8s.cni.cncf.io'},
                'spec': {'group': 'k8s.cni.cncf.io', 'scope': 'Namespaced',
                         'names': {'plural': 'network-attachment-definitions', 'singular': 'network-attachment-definition',
@@ -364,9 +364,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                         'versions': [{'name': 'v1', 'served': True, 'storage': True, 'schema': {'openAPIV3Schema': {
                             'type': 'object', 'properties': {'apiVersion': {'type': 'string'}, 'kind': {'type': 'string'}, 'metadata': {'type': 'object'},
                                                              'spec': {'type': 'object', 'properties': {'config': {'type': 'string'}}}}}}}]}}
-        req = urllib.request.Request(self.server + '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', data=json.dumps(crd).encode(), method='POST',
-                                     headers={'Authorization': f"Bearer {self.token}", 'Content-Type': 'application/json'})
-        with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=f"{self.base}/pki/ca.crt"), timeout=20): pass
+        self._post('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)
         established = lambda: any(c['type'] == 'Established' and c['status'] == 'True' for c in
                                   ((self._get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/network-attachment-definitions.k8s.cni.cncf.io') or {}).get('status') or {}).get('conditions', []))
         self._wait('the NetworkAttachmentDefinition CRD', established, 30)
@@ -433,6 +431,13 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
             with urllib.request.urlopen(req, context=ctx, timeout=10) as r: return json.load(r)
         except Exception: return None
 
+    def _post(self, path:str, obj:dict):
+        "Create `obj` at `path` (raises on any refusal)."
+        import urllib.request, ssl
+        req = urllib.request.Request(self.server + path, data=json.dumps(obj).encode(), method='POST',
+                                     headers={'Authorization': f"Bearer {self.token}", 'Content-Type': 'application/json'})
+        with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=f"{self.base}/pki/ca.crt"), timeout=20): pass
+
     def _api_ok(self) -> bool: return self._get('/readyz') is not None or self._get('/version') is not None
 
     def _node_ready(self) -> bool:
@@ -441,13 +446,9 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
 
     def _runtime_classes(self):
         "RuntimeClass `gvisor` (handler runsc) when its shim is configured; `runtime_classes` maps researchkit runtimes to classes."
-        import urllib.request, ssl
         self.runtime_classes = {'runc': None}
         if not os.path.exists(f"{self.base}/runsc.toml"): return
-        body = json.dumps({'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'metadata': {'name': 'gvisor'}, 'handler': 'runsc'}).encode()
-        req = urllib.request.Request(self.server + '/apis/node.k8s.io/v1/runtimeclasses', data=body, method='POST',
-                                     headers={'Authorization': f"Bearer {self.token}", 'Content-Type': 'application/json'})
-        with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=f"{self.base}/pki/ca.crt"), timeout=20): pass
+        self._post('/apis/node.k8s.io/v1/runtimeclasses', {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'metadata': {'name': 'gvisor'}, 'handler': 'runsc'})
         self.runtime_classes['runsc'] = 'gvisor'
 
     def inventory(self) -> dict:

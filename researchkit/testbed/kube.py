@@ -12,8 +12,8 @@ from ..teardown import Teardown
 from .nodes import Node, Proc, Result, CommandTimeout
 
 # %% auto #0
-__all__ = ['RUNTIMES', 'KUBE_SCHEMA', 'NETWORKS', 'NETWORK_STATUS', 'cpu_cores', 'Kube', 'delete_namespace', 'delete_pod',
-           'PodNode', 'kube_rows', 'main']
+__all__ = ['RUNTIMES', 'KUBE_SCHEMA', 'NAD_API', 'NETWORKS', 'NETWORK_STATUS', 'cpu_cores', 'Kube', 'delete_namespace',
+           'delete_nad', 'delete_pod', 'PodNode', 'kube_rows', 'main']
 
 # %% ../../nbs/12b_kube.ipynb #c005
 RUNTIMES = ('runc', 'crun', 'runsc', 'kata')   # researchkit's runtime names a RuntimeClass can stand for
@@ -182,21 +182,18 @@ class Kube:
         body = {'apiVersion': 'k8s.cni.cncf.io/v1', 'kind': 'NetworkAttachmentDefinition',
                 'metadata': {'name': name, 'labels': {'researchkit.run': self.run_id}},
                 'spec': {'config': json.dumps({'cniVersion': '0.4.0', 'name': name, **config})}}
-        def gone():
-            try: api.delete_namespaced_custom_object('k8s.cni.cncf.io', 'v1', self.namespace, 'network-attachment-definitions', name)
-            except k.client.ApiException as e:
-                if e.status != 404: raise
-        try: api.create_namespaced_custom_object('k8s.cni.cncf.io', 'v1', self.namespace, 'network-attachment-definitions', body)
+        teardown.add(f"network attachment {self.namespace}/{name}", lambda: delete_nad(api, self.namespace, name),
+                     undo=self.cleanup_cmd(nad=name))   # before it exists: a killed run's `researchkit cleanup` deletes it too
+        try: api.create_namespaced_custom_object(*NAD_API, self.namespace, 'network-attachment-definitions', body)
         except k.client.ApiException as e:
             if e.status == 404: raise NotMeasurable(f"network {name}", "the cluster has no NetworkAttachmentDefinition CRD (no Multus)") from None
             raise
-        teardown.callback(f"network attachment {self.namespace}/{name}", gone)
 
-    def cleanup_cmd(self, *, namespace:bool=False, pod:str|None=None) -> str:
-        "The shell line that deletes the run's namespace (or one pod), replayed from the ledger by `researchkit cleanup`."
+    def cleanup_cmd(self, *, namespace:bool=False, pod:str|None=None, nad:str|None=None) -> str:
+        "The shell line that deletes the run's namespace (or one pod, or one NetworkAttachmentDefinition), replayed from the ledger by `researchkit cleanup`."
         a = [sys.executable, '-m', 'researchkit.testbed.kube', 'delete', '--kubeconfig', str(self.path), '--namespace', self.namespace]
         if self.spec['context']: a += ['--context', self.spec['context']]
-        a += ['--all'] if namespace else ['--pod', pod]
+        a += ['--all'] if namespace else ['--nad', nad] if nad else ['--pod', pod]
         return shlex.join(a)
 
     def pods(self, run_id:str|None=None) -> list[str]:
@@ -223,6 +220,15 @@ def _delete(delete, read, what:str, timeout:float, every:float):
 def delete_namespace(core, ns:str, timeout:float=120):
     "Delete namespace `ns` and wait until it is gone."
     _delete(lambda: core.delete_namespace(ns, grace_period_seconds=0), lambda: core.read_namespace(ns), f"namespace {ns}", timeout, 0.3)
+
+NAD_API = ('k8s.cni.cncf.io', 'v1')   # Multus' NetworkAttachmentDefinition: group, version
+
+def delete_nad(custom, ns:str, name:str):
+    "Delete a NetworkAttachmentDefinition (`custom`: a CustomObjectsApi); gone already (or no CRD) is fine."
+    from kubernetes.client import ApiException
+    try: custom.delete_namespaced_custom_object(*NAD_API, ns, 'network-attachment-definitions', name)
+    except ApiException as e:
+        if e.status != 404: raise
 
 def delete_pod(core, ns:str, name:str, timeout:float=120):
     "Delete pod `name` now (grace 0) and wait until it is gone."
@@ -443,11 +449,13 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest='cmd', required=True)
     d = sub.add_parser('delete', help="delete a run's pod, or its namespace with everything in it")
     d.add_argument('--kubeconfig', required=True); d.add_argument('--context'); d.add_argument('--namespace', required=True)
-    g = d.add_mutually_exclusive_group(required=True); g.add_argument('--pod'); g.add_argument('--all', action='store_true')
+    g = d.add_mutually_exclusive_group(required=True); g.add_argument('--pod'); g.add_argument('--nad'); g.add_argument('--all', action='store_true')
     a = ap.parse_args(argv)
     k = _client()
-    core = k.client.CoreV1Api(k.config.new_client_from_config(config_file=a.kubeconfig, context=a.context, persist_config=False))
+    api = k.config.new_client_from_config(config_file=a.kubeconfig, context=a.context, persist_config=False)
+    core = k.client.CoreV1Api(api)
     if a.all: delete_namespace(core, a.namespace)
+    elif a.nad: delete_nad(k.client.CustomObjectsApi(api), a.namespace, a.nad)
     else: delete_pod(core, a.namespace, a.pod)
     return 0
 
