@@ -21,6 +21,7 @@ def main():
     ap.add_argument('--reps', type=int, default=5)
     ap.add_argument('--seconds', type=int, default=5, help='seconds of load per CPU measurement')
     ap.add_argument('--rounds', type=int, default=12, help='paired rounds of section 3')
+    ap.add_argument('--inflight-rounds', type=int, default=6, help='rounds of section 4, each runtime and endpoint')
     a = ap.parse_args()
     os.sched_setaffinity(0, {0})
     from researchkit.teardown import Teardown
@@ -76,6 +77,40 @@ def main():
         pooled = lambda rs: (sum(r[2] for r in rs) / sum(r[3] for r in rs)) / (sum(r[0] for r in rs) / sum(r[1] for r in rs))
         m, lo, hi = med_range([(r[2] / r[3]) / (r[0] / r[1]) for r in seq])
         print(f"{rt:<10} {pooled(seq):25.3f} {m:12.3f} [{lo:.2f}–{hi:.2f}]      {pooled(aa):18.3f}")
+
+    print(f"\n## 4. CPU per request with 32 requests in flight and on a grown pool, over 4 in flight on the pool as started, "
+          f"{a.inflight_rounds} rounds, geometric mean [min–max]\n")
+    print(f"{'runtime':<10} {'endpoint':<9} {'c=32 / c=4':>24} {'c=4 grown / c=4 fresh':>26}")
+    for rt in [r for r in ('runc', 'runsc') if r in rts]:
+        for ep in eps:
+            rs = inflight_rounds(rt, ep, a.inflight_rounds, a.seconds)
+            print(f"{rt:<10} {ep:<9} {geo_range([b / f for f, b, g in rs]):>24} {geo_range([g / f for f, b, g in rs]):>26}")
+
+def geo_range(xs):
+    import math
+    return f"{math.exp(sum(map(math.log, xs)) / len(xs)):.3f} [{min(xs):.2f}–{max(xs):.2f}]"
+
+def inflight_rounds(rt:str, ep:str, rounds:int, seconds:int):
+    "Rounds of CPU per request (fresh c=4, c=32, c=4 on the pool c=32 grew), each round on a fresh server after a warm-up window."
+    from researchkit.teardown import Teardown
+    from researchkit.networks.datapaths import Topology
+    from researchkit.runtimes.rootfs import rootfs_image
+    from researchkit.studies import runtimes_web as rw
+    from researchkit.core import validate
+    P = validate({'runtimes': [rt], 'endpoints': [ep], 'duration': 1, 'repetitions': 1, 'drain_s': 15,
+                  'rates': {e: {'log10_from': 0, 'log10_to': 0} for e in ('cpu', 'io')}, 'closed_loop': {'drain_s': 60}}, rw.SCHEMA)
+    out = []
+    with Teardown() as td:
+        topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
+        servers = rw.Servers(td, P, topology=topo, image=rootfs_image())
+        closed = rw.closed_fn(P, servers)
+        cpu = lambda c: closed(dict(runtime=rt, endpoint=ep, connections=c, seconds=seconds, config='default'), 0)['cpu_s_per_request'][0]
+        for _ in range(rounds):
+            servers.close(); servers.start(rt)
+            cpu(4)   # warm-up: a fresh server's first requests
+            out.append((cpu(4), cpu(32), cpu(4)))
+        servers.close()
+    return out
 
 _SEQ_PY = r'''import http.client, sys
 host, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -12,7 +12,7 @@ from .core import ConfigError, markdown_table
 from .results.records import NOT_MEASURABLE, CAMPAIGN, HOST_COLUMNS, recorded_hosts, host_changes, mitigations_text
 from .results.store import ResultStore
 from .claims import evaluate, claims_markdown, STATUSES
-from .studies.contract import Study, REPRODUCTION_PROFILE
+from .studies.contract import Study, REPRODUCTION_PROFILE, study_notes
 
 # %% auto #0
 __all__ = ['capability_notes', 'provenance_summary', 'host_summary', 'host_differences', 'wall_time', 'repetition_lines',
@@ -171,7 +171,7 @@ def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.D
     lines = [f"## {study.title} (`{study.name}`)", '']
     if host_diffs: lines += ['**⚠ Measured on different hosts** — part of a difference between numbers may be the host, not the method:', '', *host_diffs, '']
     lines += ['### Claims', '', md.rstrip('\n') if table.height else '_No claims defined._', '']
-    extra = study.notes(df)   # the study's own tables (e.g. which data paths were real and which stand-ins)
+    extra = study_notes(study, df, other)   # the study's own tables (e.g. which data paths were real and which stand-ins; some read the other campaign too)
     if extra: lines += [*extra, '']
     figs = _figure_lines(study, df, figures_root)
     lines += ['### Figures', '', *(f"{f}\n" for f in figs)] if figs else ['### Figures', '', '_No figures._', '']

@@ -1,5 +1,5 @@
 """researchkit.studies.runtimes_web end to end: real containers (runc, runsc), real Apache + PHP, real vegeta, through the CLI."""
-import math, time, glob, signal, subprocess, pathlib
+import re, math, time, glob, signal, subprocess, pathlib
 import polars as pl
 import pytest
 from researchkit.studies import runtimes_web as rw
@@ -185,6 +185,26 @@ def test_committed_notes_tables():
     assert rw.server_configs(df)['default'] == {'app': 'image', 'runsc': rw.runsc_config()}   # the committed campaign: containerd's defaults
     x = rw.cross_check(df)   # the committed campaign carries its closed-loop cross-check for both runtimes and endpoints
     assert x.height == 4 and '### Cross-check: open loop (vegeta) vs closed loop (wrk)' in lines
+
+@pytest.mark.skipif(not (COMMITTED/'runtimes-web'/'records.parquet').exists(), reason='no committed quick run')
+def test_committed_cross_check_over_both_campaigns():
+    """The report's cross-check over the latest committed quick campaign and the one before it (the pair whose verdicts it sets
+    side by side): their 6 repetitions, each paired with its own campaign's closed loop, give intervals narrower than the
+    wider of the two campaigns' alone; and the open loop's CPU per request is shown by offered rate against each repetition's served rate."""
+    store = ResultStore(COMMITTED)
+    camps = store.campaigns('runtimes-web').filter(pl.col('complete') & (pl.col('profile') == 'quick'))
+    latest, before = (store.campaign_records('runtimes-web', c) for c in camps['campaign'][-2:][::-1])
+    lines = rw.notes(latest, before)
+    head = f"### Cross-check over both campaigns (`{latest['campaign'][0]}` and `{before['campaign'][0]}`, 6 paired repetitions)"
+    assert head in lines and head not in rw.notes(latest), lines
+    width = lambda x: {(r['endpoint'], r['runtime']): [float(v) for v in re.findall(r'\[(\d+\.\d+)–(\d+\.\d+)\]', r['methods'])[-1]] for r in x.iter_rows(named=True)}
+    both = width(rw.cross_check(pl.concat([latest, before], how='diagonal_relaxed')))
+    ones = [width(rw.cross_check(d)) for d in (latest, before)]   # the keep-alive CPU/request interval, the last in each cell
+    ratio = lambda iv: iv[1] / iv[0]
+    assert all(ratio(both[k]) < max(ratio(one[k]) for one in ones) for k in both), (both, ones)   # (not always under both: a campaign far off the other widens it)
+    b = rw.cpu_by_rate(pl.concat([latest, before], how='diagonal_relaxed'))
+    assert set(b['runtime']) == {'runc', 'runsc'} and b['n'].max() == 6 and set(b["above the closed loop's served rate"]) >= {'yes', 'no'}
+    assert any(l.startswith('- The geometric mean of those ratios over the points') for l in lines)
 
 
 @pytest.mark.parametrize('runtime,endpoint', [('runc', 'cpu'), ('runsc', 'cpu'), ('runc', 'io')])

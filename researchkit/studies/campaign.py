@@ -297,9 +297,10 @@ class Campaign:
         from researchkit.claims import claims_markdown
         return claims_markdown(self.claims(df))
 
-    def notes_markdown(self, df:pl.DataFrame|None=None) -> str:
-        "The study's own report tables."
-        return '\n'.join(self.study.notes(self.records() if df is None else df))
+    def notes_markdown(self, df:pl.DataFrame|None=None, other:pl.DataFrame|None=None) -> str:
+        "The study's own report tables (`contract.study_notes`: with `other`, another campaign's records, also what the two decide together, where the study reads it)."
+        from researchkit.studies.contract import study_notes
+        return '\n'.join(study_notes(self.study, self.records() if df is None else df, other))
 
     def figures(self, df:pl.DataFrame|None=None) -> list[pathlib.Path]:
         "Draw the study's figures from the records into `<figures_dir>/<study>/`; returns the paths."

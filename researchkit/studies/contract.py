@@ -13,7 +13,7 @@ from ..core import ConfigError, Field
 
 # %% auto #0
 __all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'TESTBED_KINDS', 'Study', 'check_study',
-           'check_cpu_budgets']
+           'study_notes', 'check_cpu_budgets']
 
 # %% ../../nbs/58_study.ipynb #c004
 REPRODUCTION_PROFILE = 'quick'  # figures/ and REPORT.md describe the latest finished campaign of this profile
@@ -52,7 +52,7 @@ class Study:
     measure: Callable    # (run: Campaign, P) -> None: build what the experiments need, `run.sweep(...)` each
     claims: Callable     # () -> [claims.Claim, ...]
     figures: Callable    # (df, outdir) -> [path, ...]: the paper's figures from the records alone
-    notes: Callable = _no_notes          # (df) -> [Markdown line, ...] for the report
+    notes: Callable = _no_notes          # (df) or (df, other) -> [Markdown line, ...] for the report (`study_notes`)
     preflight: Callable = _no_preflight  # (P, inventory) -> None, ConfigError naming the field
     tools: Callable = _no_tools          # (node) -> {tool: version} recorded with every record
     prepare: Callable = _no_prepare      # (node) -> {what: where}: build on node what the method needs before it measures (its images); idempotent, so `make setup` runs it (`researchkit prepare`) beside the tool builds
@@ -98,6 +98,15 @@ def check_study(study) -> 'Study':
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup: raise ConfigError(f"{w}.claims", f"duplicate claim ids {dup}")
     return study
+
+def study_notes(study:Study,                  # the study
+                df,                           # this campaign's records (a polars DataFrame)
+                other=None,                   # the campaign measured before it (the report's "same verdict" one), or None
+               ) -> list[str]:
+    "The study's report notes: `notes(df, other)` where its `notes` takes a second argument, else `notes(df)`."
+    try: inspect.signature(study.notes).bind(df, other)
+    except TypeError: return study.notes(df)
+    return study.notes(df, other)
 
 # %% ../../nbs/58_study.ipynb #4238d8ef
 def check_cpu_budgets(P:dict,                     # validated parameters

@@ -24,7 +24,7 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE'
            'Servers', 'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps', 'run_sweep', 'measure',
            'client_debs', 'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee', 'gap',
            'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims',
-           'figures', 'cpu_table', 'knee_table', 'notes', 'closed_table', 'methods_long', 'cross_check',
+           'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table', 'methods_long', 'cross_check',
            'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
@@ -831,8 +831,91 @@ def knee_table(df:pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={'endpoint': pl.Utf8, 'runtime': pl.Utf8, 'knee (req/s)': pl.Utf8, 'best open-loop goodput (req/s)': pl.Float64,
                                       'largest gap to runc (s)': pl.Float64, 'paper knee (req/s, 4-core VM)': pl.Float64}, orient='row')
 
-def notes(df:pl.DataFrame) -> list[str]:
-    "Markdown for the report: knees and capacities, CPU per request, runtimes that could not run here and why."
+def _agreement_lines(x:pl.DataFrame, detail:bool=True) -> list[str]:
+    "The report's bullets on a `cross_check` table: where the methods agree, disagree (and which method the claims use), and where the noise does not decide; `detail`: each with its numbers (False: a table beside them shows them)."
+    bad, good, open_ = (x.filter(c) for c in (pl.col('agree') == False, pl.col('agree') == True, pl.col('agree').is_null()))
+    both = any(c.startswith('no keep-alive') for c in x.columns)
+    out = []
+    if good.height:
+        out += [f"- The open loop{' without keep-alive (where it was measured; else with it)' if both else ''} agrees with the closed loop on "
+                f"capacity and CPU per request for {', '.join(r['runtime'] + ' ' + r['endpoint'] for r in good.iter_rows(named=True))}.", '']
+    if bad.height:
+        which = ', '.join(f"{r['runtime']} {r['endpoint']}" + (f" ({r['methods']})" if detail else '') for r in bad.iter_rows(named=True))
+        out += [f"- The methods disagree beyond their spread for {which}. "
+                "Claims 1–4 compare open-loop knees, the paper's method (success within a fixed timeout), so they use the open loop; "
+                "capacity and CPU per request without a backlog are the closed loop's numbers.", '']
+    if open_.height:
+        which = ', '.join(f"{r['runtime']} {r['endpoint']}" + (f" ({r['decided by']})" if detail else '') for r in open_.iter_rows(named=True))
+        out += [f"- The noise does not decide whether the methods agree for {which}: more repetitions of the cross-check "
+                "(`closed_loop.repetitions`) narrow the intervals.", '']
+    return out
+
+def _cpu_ratios(df:pl.DataFrame) -> pl.DataFrame:
+    "Per keep-alive open-loop point with ≥ 99 % success: `l`, the log of its CPU per request over the closed loop's in the same repetition (of its campaign), and `above`, whether its rate is above that repetition's closed-loop served rate (wrk's requests/s in campaigns without it)."
+    from researchkit.claims import select
+    key = ['point_key', 'repetition', 'campaign']
+    ok = select(df, 'success_rate', experiment='load').filter(pl.col('value') >= SUCCESS_KNEE).select(*key)
+    cpu = select(df, 'cpu_s_per_request', experiment='load').join(ok, on=key)
+    cl = _closed_default(df, 'cpu_s_per_request')
+    if cpu.is_empty() or cl.is_empty(): return pl.DataFrame()
+    rep = ['endpoint', 'runtime', 'campaign', 'repetition']
+    served = _closed_default(df, 'served_rps')
+    cap = (served if served.height else _closed_default(df, 'throughput_rps')).group_by(*rep).agg(pl.col('value').median().alias('cap'))
+    cl = cl.group_by(*rep).agg(pl.col('value').median().alias('closed')).join(cap, on=rep, how='left')
+    return cpu.join(cl, on=rep).select(*rep, 'rate', (pl.col('value') / pl.col('closed')).log().alias('l'), (pl.col('rate') > pl.col('cap')).alias('above'))
+
+def cpu_by_rate(df:pl.DataFrame) -> pl.DataFrame:
+    """The keep-alive open loop's CPU per request (points with ≥ 99 % success) over the closed loop's in the same repetition, per
+    endpoint × runtime × offered rate: geometric mean [min–max] over the repetitions (of every campaign in `df`), and whether
+    the rate is above the repetition's closed-loop served rate (where requests queue and up to tens are in flight at once):
+    'yes', 'no', or in how many of the repetitions."""
+    r = _cpu_ratios(df)
+    if r.is_empty(): return r
+    t = r.group_by('endpoint', 'runtime', 'rate').agg(pl.col('l').mean().exp().alias('g'), pl.col('l').min().exp().alias('lo'),
+                                                      pl.col('l').max().exp().alias('hi'), pl.len().alias('n'), pl.col('above').sum().alias('k'))
+    order = {x: i for i, x in enumerate(RUNTIME_NAMES)}
+    return (t.sort('endpoint', pl.col('runtime').replace_strict(order, default=99), 'rate')
+             .select('endpoint', 'runtime', pl.col('rate').alias('offered req/s'),
+                     pl.format('{} [{}–{}]', *[pl.col(c).round(2) for c in ('g', 'lo', 'hi')]).alias('CPU/request ÷ closed loop'), 'n',
+                     pl.when(pl.col('k') == pl.col('n')).then(pl.lit('yes')).when(pl.col('k') == 0).then(pl.lit('no'))
+                       .otherwise(pl.format('in {} of {}', 'k', 'n')).alias("above the closed loop's served rate")))
+
+def _pooled_lines(df:pl.DataFrame, other:pl.DataFrame) -> list[str]:
+    "The report's cross-check over this campaign and `other` (the one before it) together: their repetitions paired within each campaign, and the open loop's CPU per request by offered rate."
+    both = pl.concat([df, other], how='diagonal_relaxed')
+    x = cross_check(both)
+    if x.is_empty(): return []
+    ids = ' and '.join(f"`{c}`" for c in (df['campaign'][0], other['campaign'][0]))
+    n = both.filter(pl.col('experiment') == 'closed').select('campaign', 'repetition').unique().height
+    out = [f"### Cross-check over both campaigns ({ids}, {n} paired repetitions)", '',
+           "One campaign's three repetitions leave most comparisons to the noise; the two campaigns together narrow the intervals "
+           "(each repetition still paired with the closed loop of its own campaign and minute). A difference found here holds "
+           "across two independent campaigns.", '',
+           *markdown_table(['endpoint', 'runtime', 'methods'], x.select('endpoint', 'runtime', 'methods').rows()), '',
+           *_agreement_lines(x, detail=False)]
+    b = cpu_by_rate(both)
+    if b.height:
+        r, regimes = _cpu_ratios(both), []
+        for ep, rt in b.select('endpoint', 'runtime').unique(maintain_order=True).rows():
+            s = r.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt))
+            lo, hi = s.filter(~pl.col('above')), s.filter(pl.col('above'))
+            parts = [f"{w} {math.exp(x['l'].mean()):.2f}× ({x.height} point{'s' if x.height > 1 else ''})" for w, x in
+                     (('at or below the served rate', lo), ('above it' if lo.height else 'above the served rate', hi)) if x.height]
+            regimes.append(f"{rt} {ep}: {', '.join(parts)}")
+        out += ["The open loop with keep-alive, CPU per request by offered rate, over the closed loop's (4 connections) in the same "
+                "repetition (geometric mean [min–max] over the repetitions of both campaigns):", '', *markdown_table(b.columns, b.rows()), '',
+                f"- The geometric mean of those ratios over the points (each against its own repetition's served rate): {'; '.join(regimes)}.", '',
+                "- What differs besides the tool: the closed loop keeps 4 requests in flight on a server that never idles; the open "
+                "loop sends each request at its time — below the served rate onto a server that may have idled since the last one, "
+                "above it into a queue with up to tens in flight, each held by a prefork worker of its own (keep-alive binds a "
+                "worker to its connection). `make bench` (bench/runtimes.py, section 4) measures two of these on the host it runs on, "
+                "in the closed loop alone: 32 requests in flight against 4, and 4 on a pool that 32 just grew. Both numbers are "
+                "right for what they measure: the knees (claims 1–4) are the open loop's, as in the paper; the CPU per request of "
+                "a server kept busy at 4 in flight is the closed loop's.", '']
+    return out
+
+def notes(df:pl.DataFrame, other:pl.DataFrame|None=None) -> list[str]:
+    "Markdown for the report: knees and capacities, CPU per request, runtimes that could not run here and why; with `other` (the campaign before, `contract.study_notes`), the cross-check over both."
     from researchkit.results.records import NOT_MEASURABLE
     out = []
     k = knee_table(df)
@@ -866,22 +949,8 @@ def notes(df:pl.DataFrame) -> list[str]:
                 "'Server busy': container CPU over the time from the first request to the last answer, at the point with the most "
                 "answers/s (1: the server never idled while requests waited).", '',
                 *markdown_table([c for c in x.columns if c not in ('agree', 'decided by')], x.drop('agree', 'decided by').rows()), '']
-        bad = x.filter(pl.col('agree') == False)
-        good = x.filter(pl.col('agree') == True)
-        open_ = x.filter(pl.col('agree').is_null())
+        out += _agreement_lines(x)
         both = any(c.startswith('no keep-alive') for c in x.columns)
-        if good.height:
-            out += [f"- The open loop{' without keep-alive (where it was measured; else with it)' if both else ''} agrees with the closed loop on "
-                    f"capacity and CPU per request for {', '.join(r['runtime'] + ' ' + r['endpoint'] for r in good.iter_rows(named=True))}.", '']
-        if bad.height:
-            which = ', '.join(f"{r['runtime']} {r['endpoint']} ({r['methods']})" for r in bad.iter_rows(named=True))
-            out += [f"- The methods disagree beyond their spread for {which}. "
-                    "Claims 1–4 compare open-loop knees, the paper's method (success within a fixed timeout), so they use the open loop; "
-                    "capacity and CPU per request without a backlog are the closed loop's numbers.", '']
-        if open_.height:
-            which = ', '.join(f"{r['runtime']} {r['endpoint']} ({r['decided by']})" for r in open_.iter_rows(named=True))
-            out += [f"- The noise does not decide whether the methods agree for {which}: more repetitions of the cross-check "
-                    "(`closed_loop.repetitions`) narrow the intervals.", '']
         if both:
             out += ["- Why an open loop can cost more than the closed loop: a burst has many requests in flight, and Apache's prefork pool "
                     "(5 workers at the start, 10 kept spare) grows by forking a worker for each request it cannot serve yet (1, 2, 4, … "
@@ -894,6 +963,8 @@ def notes(df:pl.DataFrame) -> list[str]:
                     "its idle connection while other requests wait for a fork ('server busy' under 1). Both numbers are right for what "
                     "they measure: the knees (claims 1–4) are the keep-alive open loop's, as in the paper, pool growth included; the "
                     "capacity and CPU per request of a server that has its workers are the closed loop's (and the bursts', where they agree with it).", '']
+        if other is not None and other.height and other['campaign'][0] != df['campaign'][0] and not _closed_default(other, 'throughput_rps').is_empty():
+            out += _pooled_lines(df, other)
         ct = closed_table(df)
         for ep in ENDPOINTS:
             t = ct.filter(pl.col('endpoint') == ep) if ct.height else ct
@@ -909,11 +980,13 @@ def notes(df:pl.DataFrame) -> list[str]:
     return out
 
 # %% ../../nbs/62_runtimes_web.ipynb #87440454
+_rep_key = pl.format('{}/{}', 'campaign', 'repetition')   # a repetition of one campaign: what `_interval` pairs
+
 def _per_rep(s:pl.DataFrame, by:list[str], how=pl.col('value').median()) -> pl.DataFrame:
-    "One value per `by` × repetition, then median, min, max and n over repetitions; `reps` pairs each value with its repetition (`_interval`)."
-    r = s.group_by(*by, 'repetition').agg(how.alias('v'))
+    "One value per `by` × repetition (of each campaign in `s`: the report pools two), then median, min, max and n over them; `reps` pairs each value with its campaign and repetition (`_interval`)."
+    r = s.group_by(*by, 'campaign', 'repetition').agg(how.alias('v'))
     return r.group_by(*by).agg(pl.col('v').median().alias('med'), pl.col('v').min().alias('lo'), pl.col('v').max().alias('hi'), pl.len().alias('n'),
-                               pl.col('v').sort().alias('vals'), pl.struct(pl.col('repetition').alias('rep'), 'v').alias('reps')).sort(*by)
+                               pl.col('v').sort().alias('vals'), pl.struct(_rep_key.alias('rep'), 'v').alias('reps')).sort(*by)
 
 def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
     "The closed-loop cross-check of one configuration: per endpoint × runtime × connections, requests/s (wrk's), the served rate (`closed_fn`; campaigns since 2026-11-27), mean latency, server busy share and CPU ms per request (median [min–max] over repetitions)."
@@ -979,9 +1052,9 @@ def _agreement(what:str, a:dict|None, b:dict|None):
     return ok, f"{what} {word} ({est:.2f} [{lo:.2f}–{hi:.2f}] × the closed loop's)"
 
 def _spread(s:pl.DataFrame, by:list[str], col:str='value') -> pl.DataFrame:
-    "Median, min, max and n of `col` per `by` (every row one measurement), in the order of `by` (a figure drawn from it is the same file every time); `reps`: each repetition's geometric mean (several connection counts, say) with its repetition (`_interval`)."
-    reps = (s.filter(pl.col(col) > 0).group_by(*by, 'repetition').agg(pl.col(col).log().mean().exp().alias('v'))
-             .group_by(*by).agg(pl.struct(pl.col('repetition').alias('rep'), 'v').alias('reps')))
+    "Median, min, max and n of `col` per `by` (every row one measurement), in the order of `by` (a figure drawn from it is the same file every time); `reps`: each repetition's geometric mean (several connection counts, say) with its campaign and repetition (`_interval`)."
+    reps = (s.filter(pl.col(col) > 0).group_by(*by, 'campaign', 'repetition').agg(pl.col(col).log().mean().exp().alias('v')).with_columns(_rep_key.alias('rep'))
+             .group_by(*by).agg(pl.struct('rep', 'v').alias('reps')))
     return (s.group_by(*by).agg(pl.col(col).median().alias('med'), pl.col(col).min().alias('lo'), pl.col(col).max().alias('hi'), pl.len().alias('n'),
                                 pl.col(col).sort().alias('vals')).join(reps, on=by, how='left').sort(*by))
 
