@@ -77,6 +77,11 @@ def test_timeouts_kill_the_command_in_the_pod_and_files_go_both_ways(kube, tmp_p
         assert bg.alive() and 'hello' in bg.output()
         bg.stop(grace=1)
         assert not bg.alive() and p.run("pgrep -f 'sleep 300' || true").stdout.strip() == ''
+        # with a teardown: its ledger undo (what `researchkit cleanup` replays here after a kill) kills no pid of this machine
+        from researchkit.teardown import Ledger
+        bg = p.spawn('sleep 301', teardown=td, label='bg in the pod')
+        undo = [e for e in Ledger.read(td.ledger.path)[1] if e.get('label') == 'bg in the pod']
+        assert len(undo) == 1 and 'kill' not in json.dumps(undo[0]) and str(bg.pid) not in json.dumps(undo[0]), undo
         f = p.facts()
         assert f['hostname'] == p.pod and f['cores'] >= 1
 
@@ -147,6 +152,11 @@ def test_a_kubernetes_inventory_is_a_testbed_with_provenance_and_doctor_rows(clu
     assert rows['version'][2] and rows[f"node {cluster.node_name}"][2] and 'containerd://1.6' in rows[f"node {cluster.node_name}"][3]
     assert rows['runtime runc (default handler)'][2] and rows['cni'][2] and '10.254.1.' in rows['cni'][3]
     assert rows['multus'][2] == cluster.multus, (rows['multus'], cluster.multus_why)   # the CRD where Multus is configured; said, not hidden, where not
+    with Testbed(load_inventory(cluster.write_inventory(tmp_path/'own.yaml'))) as tb:   # the cluster's own inventory maps its networks
+        nets = {r[1]: r for r in kube_rows(tb.kube, try_pods=False) if r[1].startswith('network ')}
+    assert nets['network bridge'][2] and "the cluster's own network (the CNI bridge plugin" in nets['network bridge'][3], nets
+    assert set(nets) == {'network bridge', 'network macvlan'} if cluster.multus else {'network bridge'}, nets
+    if cluster.multus: assert nets['network macvlan'][2] and 'NetworkAttachmentDefinition of CNI macvlan' in nets['network macvlan'][3], nets
 
 
 def test_a_multus_macvlan_network_carries_packets_between_two_pods(cluster, kube):
@@ -202,12 +212,12 @@ def test_an_interrupted_or_killed_run_leaves_no_pod_and_no_namespace(cluster, ku
 
 
 def test_a_study_that_does_not_run_in_pods_refuses_a_kubernetes_testbed_before_anything_starts(tmp_path):
-    "A study whose method does not run in pods (all but runtimes-web and hlf-kata) says so, naming the testbed, before any preflight, cluster contact or record."
+    "A study whose method does not run in pods (lsm-bpf and hlf-ec) says so, naming the testbed, before any preflight, cluster contact or record."
     from researchkit.studies.campaign import Campaign
     (tmp_path/'kubeconfig').write_text('apiVersion: v1\nkind: Config\nclusters: []\n')   # never read: the refusal comes first
     inv = tmp_path/'k.yaml'
     inv.write_text(yaml.safe_dump({'name': 'k', 'kubernetes': {'kubeconfig': str(tmp_path/'kubeconfig')}}))
-    for study in ('cni-net', 'lsm-bpf', 'hlf-ec'):
+    for study in ('lsm-bpf', 'hlf-ec'):
         with pytest.raises(ConfigError) as e: Campaign(study, profile='smoke', testbed=str(inv), results_dir=tmp_path/'r', figures_dir=tmp_path/'f')
         assert e.value.where == 'testbed' and 'does not run on a kubernetes testbed yet' in e.value.msg, e.value
     assert not (tmp_path/'r').exists()
@@ -302,6 +312,41 @@ def test_a_fabric_network_comes_up_in_pods_with_their_cpu_limits_and_leaves_no_p
         assert d['nodes']['peer0-org1']['cpu_limit'] == 0.4 and d['nodes']['peer0-org1']['cluster_node'] == cluster.node_name and d['image'] == image
         assert net.down() == [] and k.pods() == []
     assert [n.metadata.name for n in k.core.list_namespace().items if n.metadata.name.startswith('rk')] == [], 'a run namespace was left'
+
+
+def test_cni_net_smoke_runs_in_pods_on_the_clusters_networks(cluster, kube, tmp_path):
+    """`researchkit run cni-net --testbed <the cluster's inventory> --profile smoke`: iperf3 and sockperf between pods of the net
+    image on the cluster's own network (bridge: eth0) and on a Multus macvlan (net1), the baseline between hostNetwork pods;
+    every record says what its data path is on this cluster; what the one-node cluster cannot give (different-host, VM pods,
+    ovs-vlan, MPI in pods) is recorded as not measurable with the reason; no pod, NetworkAttachmentDefinition or namespace left."""
+    import polars as pl
+    from researchkit.results.store import ResultStore
+    import researchkit.studies.cni_net as cn
+    inv = cluster.write_inventory(tmp_path/'cluster.yaml')
+    r = subprocess.run([str(pathlib.Path(sys.executable).parent/'researchkit'), 'run', 'cni-net', '--testbed', str(inv), '--profile', 'smoke',
+                        '--param', 'throughput={protocols: [tcp], msg_bytes: [1024], seconds: 1}', '--results', str(tmp_path/'results'), '--figures', str(tmp_path/'figures'), '--no-progress'],
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    df = ResultStore(tmp_path/'results').load('cni-net')
+    tput = df.filter((pl.col('experiment') == 'throughput') & (pl.col('metric') == 'throughput_mbit'))
+    paths = {'host', 'bridge', 'macvlan'} if cluster.multus else {'host', 'bridge'}
+    assert set(tput['datapath']) == paths and set(tput['placement']) == {'same-host'} and (tput['value'] > 10).all(), tput   # real TCP streams between pods
+    lat = df.filter((pl.col('experiment') == 'latency') & pl.col('metric').str.starts_with('latency'))
+    assert set(lat['datapath']) == paths and (lat['value'] > 0).all(), lat
+    v = cn.variants(df)
+    assert v['bridge'] == "pods' eth0 on the cluster's own network (the CNI bridge plugin" + (" (through Multus))" if cluster.multus else ')'), v
+    if cluster.multus: assert v['macvlan'] == f"pods' net1: a Multus NetworkAttachmentDefinition of CNI macvlan (mode bridge, master {cluster.bridge})", v
+    nm = df.filter(pl.col('metric') == 'not_measurable')
+    why = lambda **w: nm.filter(pl.all_horizontal([pl.col(k) == x for k, x in w.items()]))['note'].to_list()
+    rows = nm.select('experiment', 'scenario', 'placement', 'datapath', 'note').rows()
+    for dp in paths:   # (ovs-vlan says first that the cluster has no such network)
+        assert why(experiment='throughput', placement='different-host', scenario='BMP2BMP', datapath=dp) == ['needs two cluster nodes; the cluster has one (' + cluster.node_name + ')'], rows
+    assert why(experiment='datapaths', datapath='ovs-vlan', placement='same-host') == ["this cluster's inventory maps no network for it (kubernetes.networks: " + ', '.join(cluster.networks()) + ')'], rows
+    assert why(experiment='mpi', placement='same-host', scenario='BMP2BMP') and all('no MPI' in n for n in why(experiment='mpi')), rows
+    assert why(experiment='throughput', scenario='BMP2VMP') and all('needs 1 VM node(s)' in n for n in why(experiment='throughput', scenario='BMP2VMP')), rows
+    tv = json.loads(tput['tool_versions'][0])
+    assert tv['kubernetes'] == KUBE_VERSION and tv['net image'].startswith('researchkit.local/net:') and 'macvlan' in tv['networks'] or not cluster.multus, tv
+    assert [n.metadata.name for n in kube.core.list_namespace().items if n.metadata.name.startswith('rk')] == [], 'a run namespace was left'
 
 
 def test_hlf_kata_smoke_runs_in_pods_of_a_real_cluster(cluster, kube, tmp_path):

@@ -15,7 +15,7 @@ from .docker_engine import install_debs, host_state, state_diff
 # %% auto #0
 __all__ = ['KUBE_VERSION', 'KUBE_TOOLS', 'CLUSTER_PACKAGES', 'CNI_BIN', 'KUBE_SYSCTLS', 'KUBE_PATHS', 'KUBE_COMMS', 'PAUSE_IMAGE',
            'BUSYBOX_IMAGE', 'GVISOR_SHIM', 'MULTUS', 'kube_host_state', 'install_cluster_packages', 'build_kube_tools',
-           'cluster_unavailable', 'image_archive', 'pause_image', 'busybox_image', 'KubeCluster']
+           'cluster_unavailable', 'deb_entries', 'image_archive', 'pause_image', 'busybox_image', 'KubeCluster']
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c005
 KUBE_VERSION = 'v1.31.4'
@@ -98,6 +98,21 @@ def _layer(entries:list[tuple[str, str|bytes|None, str|None]], tree:str|None=Non
                 ti.size, ti.mode = len(data), 0o755 if exe else 0o644
                 tar.addfile(ti, io.BytesIO(data))
     return None if fileobj is not None else buf.getvalue()
+
+def deb_entries(packages,            # Debian packages installed on this host (apt.txt), e.g. ('wrk', 'libluajit-5.1-2')
+                what:str='image',    # what needs them, for the error
+               ) -> list[tuple[str, str|None, str|None]]:
+    "The programs and libraries of `packages` as `image_archive` entries, taken from this host's installed Debian packages (an image whose root filesystem is the same Debian release runs them): files under /usr/bin, /usr/sbin and /usr/lib, and /bin, /sbin, /lib ones at their merged-/usr paths; `NotMeasurable` naming a package that is not installed."
+    import subprocess
+    out = {}
+    for pkg in packages:
+        r = subprocess.run(['dpkg', '-L', pkg], capture_output=True, text=True)
+        if r.returncode: raise NotMeasurable(f"{what}: {pkg}", f"the Debian package {pkg} is not installed on this host (apt.txt; `make setup`): {r.stderr.strip()}")
+        for p in r.stdout.split():
+            q = p if p.startswith('/usr/') else '/usr' + p   # merged /usr: /bin/ss is /usr/bin/ss in the image
+            if not q.startswith(('/usr/bin/', '/usr/sbin/', '/usr/lib/')) or os.path.isdir(p) and not os.path.islink(p): continue
+            out[q] = (q, None, os.readlink(p)) if os.path.islink(p) else (q, p, None)
+    return sorted(out.values())
 
 def image_archive(tag:str,            # image reference, e.g. 'researchkit.local/busybox:1'
                   entries:list,       # (path in image, host file | bytes | None = directory, symlink target | None)
@@ -451,14 +466,23 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
         self._post('/apis/node.k8s.io/v1/runtimeclasses', {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'metadata': {'name': 'gvisor'}, 'handler': 'runsc'})
         self.runtime_classes['runsc'] = 'gvisor'
 
+    def networks(self) -> dict:
+        "The cluster's networks by cni-net data path: 'bridge', its own (the CNI bridge plugin: pods' eth0 on the cluster's bridge); with Multus, 'macvlan', a NetworkAttachmentDefinition's macvlan in bridge mode on that bridge (host-local addresses in 10.253.0.0/24, its state under the cluster's base)."
+        out = {'bridge': 'default'}
+        if self.multus:
+            out['macvlan'] = {'type': 'macvlan', 'master': self.bridge, 'mode': 'bridge',
+                              'ipam': {'type': 'host-local', 'subnet': '10.253.0.0/24', 'dataDir': f"{self.base}/cni/ipam-macvlan"}}
+        return out
+
     def inventory(self) -> dict:
-        "A testbed inventory for this cluster (`kubernetes:` section): its kubeconfig, runtime classes and imported images."
+        "A testbed inventory for this cluster (`kubernetes:` section): its kubeconfig, runtime classes, imported images and networks."
         rc = dict(self.runtime_classes)
         why = {'kata': 'no Kata on this cluster: Kata Containers need hardware virtualization and are not installed by researchkit',
                **({'runsc': self.gvisor_why} if self.gvisor_why else {})}
         return {'name': f"kube-{self.run_id}", 'description': f"the single-node Kubernetes {KUBE_VERSION} cluster of run {self.run_id} on this machine",
                 'kubernetes': {'kubeconfig': self.kubeconfig, 'runtime_classes': rc, 'images': dict(self.images),
-                               'local_containerd': self.sock, 'unavailable': {k: v for k, v in why.items() if k not in rc}}}
+                               'local_containerd': self.sock, 'unavailable': {k: v for k, v in why.items() if k not in rc},
+                               'cni': 'the CNI bridge plugin' + (" (through Multus)" if self.multus else ''), 'networks': self.networks()}}
 
     def write_inventory(self, path:str|os.PathLike|None=None) -> pathlib.Path:
         "Write `inventory()` as YAML (default `<base>/testbed.yaml`, removed with the cluster); its path."

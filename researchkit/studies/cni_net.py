@@ -15,9 +15,10 @@ from ..networks.datapaths import PLACEMENTS
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME',
-           'DIFF', 'OTHER_PATHS', 'TPUT_MIN_N', 'study', 'plan', 'Topologies', 'vm_hosts', 'tool_versions',
-           'measure_fn', 'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'claims', 'record_inventory',
-           'run_experiment', 'measure', 'sweep_order', 'figures', 'notes', 'mpi_table']
+           'DIFF', 'OTHER_PATHS', 'TPUT_MIN_N', 'NET_DEBS', 'study', 'plan', 'Topologies', 'PodTopologies', 'vm_hosts',
+           'tool_versions', 'measure_fn', 'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'claims',
+           'record_inventory', 'run_experiment', 'measure', 'net_tag', 'net_archive', 'measure_in_pods', 'sweep_order',
+           'figures', 'notes', 'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -111,6 +112,10 @@ class Topologies:
             self.key = key
         return self.topo
 
+    def baseline(self, placement:str, hosts=None):
+        "(server, client, server_ip) of the host-to-host baseline: the hosts of `BASELINE_TOPOLOGY` (they carry the underlay address on the wire itself)."
+        return self.get(BASELINE_TOPOLOGY, placement, 2, hosts).baseline()
+
     def keep(self, key, start):
         "A resource that lives as long as the live topology (a server): `start(teardown)` once per topology, then reused."
         if self.topo is None: raise ResearchkitError("Topologies.keep needs a live topology: call get() first")
@@ -120,6 +125,30 @@ class Topologies:
     def close(self):
         if self._td is not None: self._td.close()
         self.key, self.topo, self._td, self._kept = None, None, None, {}
+
+class PodTopologies(Topologies):
+    """`Topologies` on a Kubernetes testbed: pods of the net image on the cluster's networks (`networks.pods.PodTopology`:
+    `kubernetes.networks` maps each data path to the pods' eth0 or a Multus NetworkAttachmentDefinition), the baseline between
+    hostNetwork pods. MPI all-to-all is not measurable in pods: the image carries no MPI (`mpi_why`)."""
+    mpi_why = "not in pods: the net image carries iperf3 and sockperf, no MPI (Open MPI's runtime is ~40 Debian packages); measured on netns and SSH testbeds"
+    def __init__(self, teardown:Teardown, *, kube, image:str):
+        super().__init__(teardown)
+        self.kube, self.image = kube, image
+
+    def get(self, datapath:str, placement:str, pods:int=2, hosts=None):
+        from researchkit.networks.pods import PodTopology
+        if hosts is not None: raise NotMeasurable(datapath, "VM pods on a Kubernetes testbed: not built (Kata pods would be the cluster's VM pods)")
+        key = (datapath, placement, pods)
+        if key != self.key:
+            self.close()
+            self._td = Teardown(self.td.ledger)
+            self.topo = PodTopology(self.kube, datapath, placement=placement, pods=pods, image=self.image, teardown=self._td).up()
+            self.key = key
+        return self.topo
+
+    def baseline(self, placement:str, hosts=None):
+        from researchkit.networks.pods import HOST
+        return self.get(HOST, placement, 2, hosts).baseline()
 
 # %% ../../nbs/61_cni_net.ipynb #c012
 def vm_hosts(testbed, scenario:str, capabilities):
@@ -148,8 +177,7 @@ def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown,
     cc, sc = P['client_cpus'], P['server_cpus']
     def endpoints(pt, pods=2):
         hosts = vm_hosts(testbed, pt['scenario'], capabilities) if pt['scenario'] != 'BMP2BMP' else None
-        if pt['datapath'] == BASELINE:
-            return topologies.get(BASELINE_TOPOLOGY, pt['placement'], 2, hosts).baseline()
+        if pt['datapath'] == BASELINE: return topologies.baseline(pt['placement'], hosts)
         t = topologies.get(pt['datapath'], pt['placement'], pods, hosts)
         return t.pods[-1].node, t.pods[0].node, t.pods[-1].ip
     def measure(pt:dict, rep:int):
@@ -165,6 +193,7 @@ def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown,
                 m = sockperf_pingpong(srv, cli, ip, msg_bytes=pt['msg_bytes'], seconds=pt['seconds'], tcp=tcp,
                                       clamp=True, client_cpus=cc, running=run, teardown=td)
             elif experiment == 'mpi':
+                if getattr(topologies, 'mpi_why', None): raise NotMeasurable('mpi', topologies.mpi_why)
                 hosts = vm_hosts(testbed, pt['scenario'], capabilities) if pt['scenario'] != 'BMP2BMP' else None
                 t = topologies.get(pt['datapath'], pt['placement'], pt['pods'], hosts)
                 m = mpi_alltoall([p.node for p in t.pods], [p.ip for p in t.pods], ranks_per_pod=pt['ranks_per_pod'],
@@ -364,17 +393,50 @@ def run_experiment(experiment:str, # 'throughput' | 'latency' | 'mpi'
 
 # %% ../../nbs/61_cni_net.ipynb #c028
 def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: build and time every data path, then sweep throughput, UDP latency and MPI all-to-all (resuming)."
+    "The method on the campaign `run`: build and time every data path, then sweep throughput, UDP latency and MPI all-to-all (resuming); on a Kubernetes testbed in pods (`measure_in_pods`)."
     from researchkit.networks.datapaths import testbed_hosts
     tb, caps = run.testbed, run.capabilities
+    if tb.kube is not None: return measure_in_pods(run, P)
     topologies = Topologies(run.teardown, hosts=None if tb.is_local else testbed_hosts(tb), capabilities=caps,
                             wire_rate_mbit=tb.inventory.spec.get('local', {}).get('wire_rate_mbit') if tb.is_local else None)
-    n = record_inventory(run.store, P, topologies, prov=run.provenance()(), testbed_name=tb.name, testbed=tb, capabilities=caps)
+    _sweeps(run, P, topologies)
+
+def _sweeps(run, P:dict, topologies:Topologies, tools:dict|None=None) -> None:
+    "The data-path inventory, then every experiment in `sweep_order`, on `topologies`."
+    tb, caps = run.testbed, run.capabilities
+    n = record_inventory(run.store, P, topologies, prov=run.provenance(tools)(), testbed_name=tb.name, testbed=tb, capabilities=caps)
     print(f"data-path inventory: {n} new records")
     for experiment, points, reps, shuffle in sweep_order(P):
         run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps), repetitions=reps,
-                  shuffle=shuffle)
+                  shuffle=shuffle, tools=tools)
     topologies.close()
+
+NET_DEBS = ('iperf3', 'libiperf0', 'libsctp1', 'sockperf', 'iproute2', 'libmnl0', 'libtirpc3')   # the tools and what the root filesystem lacks of their libraries (`ss`: the servers' port checks)
+
+def net_tag() -> str:
+    "The net image's tag: a function of its root filesystem and the tools' package versions."
+    import hashlib, subprocess
+    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
+    debs = subprocess.run(['dpkg-query', '-W', *NET_DEBS], capture_output=True, text=True).stdout
+    return f"researchkit.local/net:{hashlib.sha256((pathlib.Path(rootfs_image(WEB_PACKAGES)).name + debs).encode()).hexdigest()[:12]}"
+
+def net_archive(dest:str) -> pathlib.Path:
+    "The pods' image: iperf3 and sockperf (`NET_DEBS`, from this host's Debian packages) on the Debian root filesystem every run here already has (runtimes-web's: procps, util-linux' taskset), one layer."
+    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
+    from researchkit.runtimes.kube_cluster import image_archive, deb_entries
+    return image_archive(net_tag(), deb_entries(NET_DEBS, 'net image'), dest, tree=rootfs_image(WEB_PACKAGES), cmd=['sleep', 'infinity'])
+
+def measure_in_pods(run, P:dict) -> None:
+    "The method on a Kubernetes testbed: the net image, then the same inventory and sweeps with pods on the cluster's networks (`PodTopologies`), every record naming what the data path is on this cluster."
+    import json
+    kube = run.testbed.kube
+    image = kube.image('net', net_archive, tag=net_tag())
+    c = kube.check()
+    print(f"Kubernetes {c['version']} at {kube.server}: net image {image}; networks {', '.join(kube.spec['networks']) or 'none'}")
+    tools = {'kubernetes': c['version'], 'cni': kube.spec.get('cni') or 'not named (kubernetes.cni)', 'net image': image,
+             'networks': json.dumps(kube.spec['networks'], sort_keys=True),
+             'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items())}
+    _sweeps(run, P, PodTopologies(run.teardown, kube=kube, image=image), tools)
 
 def sweep_order(P:dict) -> list[tuple[str, list, int, bool]]:
     "(experiment, points, repetitions to reach, shuffle) in the order the campaign sweeps them: the throughput repetitions spread over the campaign, one before each other sweep and the rest after (a sweep call that reaches repetition r runs only the repetitions not yet recorded), each in its own random order, so that one campaign samples the machine's slow and fast phases (1-KB TCP throughput is bimodal on this VM, and the phases last minutes)."
@@ -477,4 +539,4 @@ def mpi_table(df:pl.DataFrame) -> pl.DataFrame:
 
 # %% ../../nbs/61_cni_net.ipynb #c030
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
-              figures=figures, notes=notes, tools=tool_versions)
+              figures=figures, notes=notes, tools=tool_versions, testbeds=('local', 'ssh', 'kubernetes'))

@@ -395,15 +395,8 @@ CLIENT_DEBS = ('wrk', 'libluajit-5.1-2')   # the closed loop's load tool and its
 
 def client_debs() -> list[tuple[str, str|None, str|None]]:
     "The programs and libraries of `CLIENT_DEBS` as image entries, taken from this host's Debian packages (the same release as the image: `make setup` installs them from apt.txt), so that a pod of the web image can run the closed loop too."
-    import os, subprocess
-    out = []
-    for pkg in CLIENT_DEBS:
-        r = subprocess.run(['dpkg', '-L', pkg], capture_output=True, text=True)
-        if r.returncode: raise NotMeasurable(f"web image: {pkg}", f"the Debian package {pkg} is not installed on this host (apt.txt; `make setup`): {r.stderr.strip()}")
-        for p in r.stdout.split():
-            if not p.startswith(('/usr/bin/', '/usr/lib/')) or os.path.isdir(p) and not os.path.islink(p): continue
-            out.append((p, None, os.readlink(p)) if os.path.islink(p) else (p, p, None))
-    return sorted(out)
+    from researchkit.runtimes.kube_cluster import deb_entries
+    return deb_entries(CLIENT_DEBS, 'web image')
 
 def web_tag(**kw) -> str:
     "The web image's tag: a function of the root filesystem (its content key), the app's files and the client tools' package versions."

@@ -13,7 +13,7 @@ from .nodes import Node, Proc, Result, CommandTimeout
 
 # %% auto #0
 __all__ = ['RUNTIMES', 'KUBE_SCHEMA', 'NAD_API', 'NETWORKS', 'NETWORK_STATUS', 'cpu_cores', 'Kube', 'delete_namespace',
-           'delete_nad', 'delete_pod', 'PodNode', 'kube_rows', 'main']
+           'delete_nad', 'delete_pod', 'PodProc', 'PodNode', 'kube_rows', 'main']
 
 # %% ../../nbs/12b_kube.ipynb #c005
 RUNTIMES = ('runc', 'crun', 'runsc', 'kata')   # researchkit's runtime names a RuntimeClass can stand for
@@ -29,6 +29,13 @@ def _labels_ok(v:dict):
     bad = [k for k, x in v.items() if not isinstance(x, str)]
     return f"node_selector.{bad[0]}: label values are strings, got {v[bad[0]]!r}" if bad else None
 
+def _networks_ok(v:dict):
+    for k, c in v.items():
+        if not isinstance(k, str) or not _DNS.match(k): return f"{k!r}: a network's name is a data path's (e.g. 'macvlan': [a-z0-9-])"
+        if c != 'default' and not (isinstance(c, dict) and isinstance(c.get('type'), str) and c['type']):
+            return f"{k}: 'default' (the pods' eth0, the cluster's own network) or a CNI configuration with a 'type' (a Multus NetworkAttachmentDefinition), got {c!r}"
+    return None
+
 KUBE_SCHEMA = {
     'kubeconfig': Field(str, nonempty=True, help='kubeconfig file (~ is expanded)'),
     'context': Field(str, default=None, nonempty=True, help="one of the file's contexts; default its current-context"),
@@ -41,6 +48,9 @@ KUBE_SCHEMA = {
     'local_containerd': Field(str, default=None, nonempty=True,
                               help="a cluster on this machine: its containerd socket, where images researchkit builds (e.g. the web app's) are imported"),
     'unavailable': Field(dict, default=lambda: {}, help='runtime -> why the cluster has no RuntimeClass for it (measured), said wherever a study asks for it'),
+    'cni': Field(str, default=None, nonempty=True, help="what the cluster's own pod network is (e.g. 'flannel vxlan'), recorded with what runs on it"),
+    'networks': Field(dict, default=lambda: {}, check=_networks_ok,
+                      help="data path (cni-net's names) -> 'default' (pods' eth0, the cluster's own network) or the CNI configuration of a Multus NetworkAttachmentDefinition (e.g. a macvlan on the nodes' data NIC)"),
 }
 
 # %% ../../nbs/12b_kube.ipynb #c007
@@ -240,6 +250,10 @@ _CHUNK = 90 * 1024   # bytes per put chunk (120 KiB of base64: below the kernel'
 
 NETWORKS, NETWORK_STATUS = 'k8s.v1.cni.cncf.io/networks', 'k8s.v1.cni.cncf.io/network-status'   # Multus' pod annotations
 
+class PodProc(Proc):
+    "A background process of a pod (`PodNode.spawn`). Its ledger undo does nothing of its own: the pod's undo (deleting the pod, or the run's namespace) ends it, while a kill of its pid, a pid of the pod's PID namespace, replayed where the ledger replays (this machine) would hit whatever process has that number here."
+    def release_cmd(self) -> str: return ':'   # (the pod's own ledger entry, registered before, takes it away)
+
 class PodNode(Node):
     "A pod of a Kubernetes testbed, as a `Node`. `start()` creates it; `stop()` (or the teardown) deletes it."
     kind = 'pod'
@@ -253,6 +267,7 @@ class PodNode(Node):
                  command:list[str]|None=None,  # the pod's main process (default: sleep for ever)
                  env:dict|None=None,           # environment of the main process and of every command
                  networks:list[str]|None=None, # Multus NetworkAttachmentDefinitions (`Kube.network_attachment`) to add as net1, net2, …
+                 host_network:bool=False,      # in the node's network namespace (its address, its loopback): the host-to-host baseline
                  teardown:Teardown|None=None,  # register the pod's deletion here (default: its own, closed by `stop`)
                  ready_timeout:float=180,      # seconds for the pod to be Running
                 ):
@@ -262,7 +277,7 @@ class PodNode(Node):
         self.runtime_class = kube.runtime_class(runtime)
         self.image = kube.spec['images'].get(image, image)
         self.command = list(command or ['sleep', '2147483647'])
-        self.env, self.ready_timeout, self.networks = dict(env or {}), ready_timeout, list(networks or [])
+        self.env, self.ready_timeout, self.networks, self.host_network = dict(env or {}), ready_timeout, list(networks or []), bool(host_network)
         self.pod, self.namespace = f"{kube.run_id}-{name}", kube.namespace
         self._td, self._own_td, self.ip, self.started = teardown, teardown is None, None, False
         kube.check(); kube.check_cpu(cpu, node)   # bad input fails here, before anything exists
@@ -277,6 +292,7 @@ class PodNode(Node):
                              **({'annotations': {NETWORKS: ','.join(self.networks)}} if self.networks else {})},
                 'spec': {**({'runtimeClassName': self.runtime_class} if self.runtime_class else {}),
                          **({'nodeName': self.node} if self.node else {}),
+                         **({'hostNetwork': True} if self.host_network else {}),
                          **({'nodeSelector': self.kube.spec['node_selector']} if self.kube.spec['node_selector'] else {}),
                          'restartPolicy': 'Never', 'automountServiceAccountToken': False, 'enableServiceLinks': False,
                          'shareProcessNamespace': True,   # the sandbox's pause process is PID 1 and reaps what `spawn` leaves
@@ -373,7 +389,7 @@ class PodNode(Node):
         log = f"/tmp/.rk-proc-{secrets.token_hex(4)}.log"
         env = ''.join(f"export {k}={shlex.quote(str(v))}; " for k, v in self.env.items())
         r = self._exec(f"{env}setsid sh -c {shlex.quote(line)} > {log} 2>&1 < /dev/null & echo $!", 30, None).check()
-        return Proc(self, line, int(r.stdout.split()[-1]), log)
+        return PodProc(self, line, int(r.stdout.split()[-1]), log)
 
     # --- files
     def _put_bytes(self, data:bytes, remote:str):
@@ -414,7 +430,7 @@ def _pod_trouble(p) -> str|None:
 
 # %% ../../nbs/12b_kube.ipynb #c011
 def kube_rows(kube:Kube, *, try_pods:bool=True, teardown:Teardown|None=None) -> list[tuple[str, str, bool, str]]:
-    "(area, item, ok, detail) rows of a cluster: version, nodes, RuntimeClasses tried with a tiny pod, CNI, Multus."
+    "(area, item, ok, detail) rows of a cluster: version, nodes, RuntimeClasses tried with a tiny pod, CNI, Multus, and the networks the inventory maps (`kubernetes.networks`: usable when pods got an address, or for a NetworkAttachmentDefinition when Multus is there)."
     c = kube.check()
     rows = [('kubernetes', 'version', True, f"{c['version']} at {kube.server}")]
     rows += [('kubernetes', f"node {n}", v['ready'], f"{v['cpu']:g} of {v['capacity_cpu']:g} cores allocatable; {v['kubelet']}, {v['runtime']}, kernel {v['kernel']}")
@@ -435,6 +451,12 @@ def kube_rows(kube:Kube, *, try_pods:bool=True, teardown:Teardown|None=None) -> 
     from kubernetes.client import ApiextensionsV1Api, ApiException
     try: ApiextensionsV1Api(kube.api).read_custom_resource_definition('network-attachment-definitions.k8s.cni.cncf.io'); rows.append(('kubernetes', 'multus', True, 'NetworkAttachmentDefinition CRD present'))
     except ApiException as e: rows.append(('kubernetes', 'multus', False, f"no NetworkAttachmentDefinition CRD ({e.status})"))
+    multus = rows[-1][2]
+    for dp, net in kube.spec['networks'].items():
+        if net == 'default':
+            rows.append(('kubernetes', f"network {dp}", ip is not None or not try_pods, f"pods' eth0, the cluster's own network ({kube.spec.get('cni') or 'CNI not named: kubernetes.cni'})"))
+        else:
+            rows.append(('kubernetes', f"network {dp}", multus, f"a NetworkAttachmentDefinition of CNI {net['type']} (pods' net1)" + ('' if multus else ': needs Multus, which this cluster lacks')))
     return rows
 
 class _nullctx:
