@@ -2,8 +2,9 @@
 containerd and etcd, one node (`researchkit.runtimes.kube_cluster`), started once for this file and stopped at its end with
 the host exactly as found. Pods as nodes (`researchkit.testbed.kube.PodNode`) per runtime class: exit codes, timeouts,
 files, background processes, CPU limits enforced in the pod's cgroup; bad input rejected before anything exists; a run
-interrupted or killed leaves no pod and no namespace behind. Fabric in pods (`researchkit.ledger.pods.PodNetwork`) and the
-hlf-kata smoke study on the cluster (drafted, not yet run: see the branch wip/hlf-kata-pods).
+interrupted or killed leaves no pod and no namespace behind. Multus networks between pods; Fabric in pods
+(`researchkit.ledger.pods.PodNetwork`); the smoke runs of runtimes-web, hlf-kata and cni-net (over the cluster's bridge
+and a Multus macvlan) on the cluster, through the CLI.
 
 The first build of the four binaries takes ~6 min on 2 cores (then the tool cache has them); a cluster starts in ~30 s."""
 import json, os, pathlib, signal, subprocess, sys, textwrap, time, pytest, yaml
@@ -220,6 +221,21 @@ def test_a_study_that_does_not_run_in_pods_refuses_a_kubernetes_testbed_before_a
     for study in ('lsm-bpf', 'hlf-ec'):
         with pytest.raises(ConfigError) as e: Campaign(study, profile='smoke', testbed=str(inv), results_dir=tmp_path/'r', figures_dir=tmp_path/'f')
         assert e.value.where == 'testbed' and 'does not run on a kubernetes testbed yet' in e.value.msg, e.value
+    assert not (tmp_path/'r').exists()
+
+
+def test_a_study_in_pods_without_its_image_is_refused_before_anything_starts(tmp_path):
+    "cni-net, runtimes-web and hlf-kata on a cluster that is not on this machine (no `local_containerd` to build into) and whose inventory names no image for their pods: refused naming `kubernetes.images.<name>` before any cluster contact or record; with the image named, the same inventory passes that check."
+    from researchkit.studies.campaign import Campaign
+    (tmp_path/'kubeconfig').write_text('apiVersion: v1\nkind: Config\nclusters: []\n')   # never read: the refusal comes first
+    for study, image in (('cni-net', 'net'), ('runtimes-web', 'web'), ('hlf-kata', 'fabric')):
+        inv = tmp_path/f'{study}.yaml'
+        inv.write_text(yaml.safe_dump({'name': 'k', 'kubernetes': {'kubeconfig': str(tmp_path/'kubeconfig')}}))
+        with pytest.raises(ConfigError) as e: Campaign(study, profile='smoke', testbed=str(inv), results_dir=tmp_path/'r', figures_dir=tmp_path/'f')
+        assert e.value.where == f'kubernetes.images.{image}', e.value
+        inv.write_text(yaml.safe_dump({'name': 'k', 'kubernetes': {'kubeconfig': str(tmp_path/'kubeconfig'), 'images': {image: f'registry.example.org/{image}:1'}}}))
+        with pytest.raises(ConfigError) as e: Campaign(study, profile='smoke', testbed=str(inv), results_dir=tmp_path/'r', figures_dir=tmp_path/'f')
+        assert e.value.where.endswith('kubernetes.kubeconfig'), e.value   # past the image check: the kubeconfig is what fails next
     assert not (tmp_path/'r').exists()
 
 

@@ -17,8 +17,8 @@ from ..networks.datapaths import PLACEMENTS
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME',
            'DIFF', 'OTHER_PATHS', 'TPUT_MIN_N', 'NET_DEBS', 'study', 'plan', 'Topologies', 'PodTopologies', 'vm_hosts',
            'tool_versions', 'measure_fn', 'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'claims',
-           'record_inventory', 'run_experiment', 'measure', 'net_tag', 'net_archive', 'measure_in_pods', 'sweep_order',
-           'figures', 'notes', 'mpi_table']
+           'record_inventory', 'run_experiment', 'measure', 'preflight', 'net_tag', 'net_archive', 'measure_in_pods',
+           'sweep_order', 'figures', 'notes', 'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -94,6 +94,7 @@ def plan(P:dict) -> dict[str, list[dict]]:
 # %% ../../nbs/61_cni_net.ipynb #c011
 class Topologies:
     "One live topology at a time, rebuilt on demand."
+    mpi_why: str|None = None   # why MPI all-to-all cannot run on these topologies (None: it can)
     def __init__(self, teardown:Teardown, *, hosts=None, parent=None, wire_rate_mbit=None, capabilities=None):
         self.td, self.hosts, self.parent, self.rate, self.caps = teardown, hosts, parent, wire_rate_mbit, capabilities
         self.key, self.topo, self._td, self._kept = None, None, None, {}
@@ -193,7 +194,7 @@ def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown,
                 m = sockperf_pingpong(srv, cli, ip, msg_bytes=pt['msg_bytes'], seconds=pt['seconds'], tcp=tcp,
                                       clamp=True, client_cpus=cc, running=run, teardown=td)
             elif experiment == 'mpi':
-                if getattr(topologies, 'mpi_why', None): raise NotMeasurable('mpi', topologies.mpi_why)
+                if topologies.mpi_why: raise NotMeasurable('mpi', topologies.mpi_why)
                 hosts = vm_hosts(testbed, pt['scenario'], capabilities) if pt['scenario'] != 'BMP2BMP' else None
                 t = topologies.get(pt['datapath'], pt['placement'], pt['pods'], hosts)
                 m = mpi_alltoall([p.node for p in t.pods], [p.ip for p in t.pods], ranks_per_pod=pt['ranks_per_pod'],
@@ -411,6 +412,12 @@ def _sweeps(run, P:dict, topologies:Topologies, tools:dict|None=None) -> None:
                   shuffle=shuffle, tools=tools)
     topologies.close()
 
+def preflight(P:dict, inventory) -> None:
+    "Checks the CLI runs before anything starts: on a Kubernetes testbed, that the pods' image is named or can be built here (`kubernetes.images.net`)."
+    if inventory.kind == 'kubernetes':
+        from researchkit.testbed.kube import check_images
+        check_images(inventory.spec['kubernetes'], 'net')
+
 NET_DEBS = ('iperf3', 'libiperf0', 'libsctp1', 'sockperf', 'iproute2', 'libmnl0', 'libtirpc3')   # the tools and what the root filesystem lacks of their libraries (`ss`: the servers' port checks)
 
 def net_tag() -> str:
@@ -539,4 +546,4 @@ def mpi_table(df:pl.DataFrame) -> pl.DataFrame:
 
 # %% ../../nbs/61_cni_net.ipynb #c030
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
-              figures=figures, notes=notes, tools=tool_versions, testbeds=('local', 'ssh', 'kubernetes'))
+              figures=figures, notes=notes, tools=tool_versions, preflight=preflight, testbeds=('local', 'ssh', 'kubernetes'))

@@ -935,6 +935,9 @@ def preflight(P:dict, inventory) -> None:
     from researchkit.testbed.nodes import LocalNode
     check_params(P)
     if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
+    if inventory.kind == 'kubernetes':
+        from researchkit.testbed.kube import check_images
+        check_images(inventory.spec['kubernetes'], 'fabric')
 
 def tool_versions(node) -> dict:
     "Fabric, rk-load and the runtimes' versions (Kata: why it cannot run), for provenance; in a pod (a Kubernetes testbed) no runtime's: `measure_in_pods` adds the cluster's classes."

@@ -131,6 +131,9 @@ def preflight(P:dict, inventory) -> None:
     import os
     configs(P); variant_endpoints(P)
     if inventory.kind == 'local': check_host(P, os.cpu_count())   # a cluster's nodes: measure_in_pods checks them
+    if inventory.kind == 'kubernetes':
+        from researchkit.testbed.kube import check_images
+        check_images(inventory.spec['kubernetes'], 'web')
 
 # %% ../../nbs/62_runtimes_web.ipynb #c013
 def configs(P:dict) -> dict[str, dict]:

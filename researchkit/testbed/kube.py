@@ -13,7 +13,7 @@ from .nodes import Node, Proc, Result, CommandTimeout
 
 # %% auto #0
 __all__ = ['RUNTIMES', 'KUBE_SCHEMA', 'NAD_API', 'NETWORKS', 'NETWORK_STATUS', 'cpu_cores', 'Kube', 'delete_namespace',
-           'delete_nad', 'delete_pod', 'PodProc', 'PodNode', 'kube_rows', 'main']
+           'delete_nad', 'check_images', 'delete_pod', 'PodProc', 'PodNode', 'kube_rows', 'main']
 
 # %% ../../nbs/12b_kube.ipynb #c005
 RUNTIMES = ('runc', 'crun', 'runsc', 'kata')   # researchkit's runtime names a RuntimeClass can stand for
@@ -239,6 +239,14 @@ def delete_nad(custom, ns:str, name:str):
     try: custom.delete_namespaced_custom_object(*NAD_API, ns, 'network-attachment-definitions', name)
     except ApiException as e:
         if e.status != 404: raise
+
+def check_images(spec:dict,   # an inventory's validated `kubernetes:` section
+                 *names:str,   # the images a study's pods run, e.g. 'web'
+                ) -> None:
+    "`ConfigError('kubernetes.images.<name>')`, before anything starts, for an image the inventory neither names nor can have built here (no `local_containerd`: a cluster on this machine), which `Kube.image` would refuse once the run had begun."
+    for n in names:
+        if n not in spec['images'] and not spec.get('local_containerd'):
+            raise ConfigError(f'kubernetes.images.{n}', f"no {n!r} image: give its reference (a registry the nodes can pull from)")
 
 def delete_pod(core, ns:str, name:str, timeout:float=120):
     "Delete pod `name` now (grace 0) and wait until it is gone."
