@@ -79,6 +79,7 @@ BAD = [  # (inventory, the field the error must name, a word of the message)
     ({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname', 'namespace': 'My_NS'}}, 'kubernetes.namespace', 'not a namespace name'),
     ({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname', 'node_selector': {'zone': 3}}}, 'kubernetes.node_selector', 'label values are strings'),
     ({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname', 'cluster': 'x'}}, 'kubernetes.cluster', 'unknown field'),
+    ({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname', 'networks': {'macvlan': {'master': 'eth1'}}}}, 'kubernetes.networks', "a CNI configuration with a 'type'"),
     ({'name': 'k', 'local': {'hosts': 2}, 'kubernetes': {'kubeconfig': '/etc/hostname'}}, 'local', 'a Kubernetes cluster'),
 ]
 
@@ -95,7 +96,8 @@ def test_kind_and_the_preflights_that_check_this_machine_only_for_a_local_testbe
     import os
     from researchkit.studies import runtimes_web as rw, hlf_kata, hlf_ec
     from researchkit.studies.campaign import resolve_params
-    kube = inventory_from_dict({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname'}})
+    kube = inventory_from_dict({'name': 'k', 'kubernetes': {'kubeconfig': '/etc/hostname',   # (with the images its pods run: `check_images` passes)
+                                                          'images': {'web': 'registry.example.org/web:1', 'fabric': 'registry.example.org/fabric:1'}}})
     local = inventory_from_dict(LOCAL_DEFAULT)
     assert (kube.kind, local.kind, inventory_from_dict(GOOD).kind) == ('kubernetes', 'local', 'ssh')
     beyond = str(os.cpu_count() + 6)   # a CPU this machine does not have, as a bigger cluster node may
