@@ -261,3 +261,53 @@ def test_closed_loop_window_accounts_for_every_request_it_pays_for(runtime, endp
     assert all(abs(x) < 0.1 for x in late), late
     print(f"{runtime} {endpoint}: (connections, wrk's requests, Apache's, CPU s, window s, CPU s per request) {windows}; idle {idle * 1e3:.2f} ms/s; "
           f"idle_at - the last request's end (s) {[round(x, 3) for x in late]}")
+
+
+@pytest.mark.parametrize('runtime', ['runc', 'runsc'])
+def test_no_point_pays_for_shrinking_the_prefork_pool(runtime):
+    """Apache's prefork pool grows by a worker per request in flight and, once more than MaxSpareServers of its workers are idle,
+    ends one a second; each end costs the container CPU, which the cgroup charges to whatever point runs then (on the Intel
+    host: ~5 ms under runc, 20-25 ms under runsc, for up to ~1.5 min after an overloaded point). The pool is counted the same
+    way under both runtimes (a fresh server: Apache's parent and StartServers workers). With Debian's MaxSpareServers (10) the
+    idle server keeps spending CPU after a burst, so the next point starts on a fresh server and records the pool it began
+    with; with the study's default (MaxSpareServers = MaxRequestWorkers) the grown pool stays, costs nothing idle, and the
+    next point runs on it."""
+    from researchkit.core import validate
+    from researchkit.teardown import Teardown
+    from researchkit.networks.datapaths import Topology
+    from researchkit.runtimes.rootfs import rootfs_image
+    from researchkit.workloads.vegeta import attack
+    from researchkit.workloads.webapp import prefork_settings
+    image = rootfs_image()
+    pf = prefork_settings(image)
+    assert (pf['StartServers'], pf['MaxSpareServers'], pf['MaxRequestWorkers']) == (5, 10, 150), pf   # Debian's mpm_prefork.conf
+    def idle_rate(inst, secs=3.0):
+        c0, t0 = inst.cpu_seconds(), time.monotonic(); time.sleep(secs)
+        return (inst.cpu_seconds() - c0) / (time.monotonic() - t0)
+    seen = {}
+    for spare in (10, None):   # Debian's, then the study's default
+        P = validate({'runtimes': [runtime], 'endpoints': ['cpu'], 'duration': 1, 'repetitions': 1, 'drain_s': 20, 'max_spare_servers': spare,
+                      'rates': {'cpu': {'log10_from': 1, 'log10_to': 1}, 'io': {'log10_from': 0, 'log10_to': 0}}}, rw.SCHEMA)
+        with Teardown() as td:
+            topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
+            servers = rw.Servers(td, P, topology=topo, image=image)
+            fresh = servers.rested(runtime)
+            assert servers.rest == 1 + P['max_spare_servers'] and servers.pool() == 1 + pf['StartServers'], servers.pool()
+            at_rest = idle_rate(fresh)
+            m = attack(servers.client_pod.node, servers.url('cpu'), rate=150, duration=1, timeout=6, cpus=P['client_cpus'])
+            assert m['requests'] == 150 and servers.drain()
+            grown = servers.pool()
+            after = idle_rate(fresh)
+            assert grown > 1 + pf['MaxSpareServers'], grown   # tens were in flight: Apache forked a worker for each
+            out = rw.measure_fn(P, servers)(dict(runtime=runtime, endpoint='cpu', rate=3.0, duration=1, timeout=6), 0)
+            assert out['drained'][0] == 1.0, out
+            if spare == 10:   # Debian's: the surplus is ended one a second, at the server's cost; the next point gets a fresh server
+                assert after > max(5 * at_rest, 1e-3), (after, at_rest)
+                assert servers.resets == 1 and servers.inst is not fresh and not fresh.alive()
+                assert out['pool_replaced'][0] == 1.0 and out['pool_processes'][0] == 1 + pf['StartServers'], out
+            else:             # the grown pool stays and idles at the cost of a fresh one; the next point runs on it
+                assert after < max(2 * at_rest, at_rest + 1e-3), (after, at_rest)
+                assert servers.resets == 0 and servers.inst is fresh
+                assert out['pool_replaced'][0] == 0.0 and out['pool_processes'][0] >= grown, out
+            seen[P['max_spare_servers']] = (grown, round(at_rest * 1e3, 2), round(after * 1e3, 2), round(out['cpu_s_per_request'][0] * 1e3, 1))
+    print(f"{runtime}: MaxSpareServers -> (pool after 150 req/s, idle CPU ms/s at rest, after the burst, the next point's CPU ms/request) {seen}")

@@ -106,6 +106,10 @@ class Instance:
         except (IndexError, ValueError):
             raise ContainerError(f"no CPU accounting for container {self.id}: {r.stderr.strip() or 'cgroup gone (deleted?)'}") from None
 
+    def processes(self) -> int|None:
+        "How many processes run in the container now (None: the runtime cannot tell, e.g. a VM): its cgroup's, or under runsc the sandbox's own process table (the Sentry runs them; its cgroup holds the Sentry and gofer)."
+        return self.runtime._processes(self)
+
     def stop(self, grace:float=5) -> int|None:
         "SIGTERM, then SIGKILL after `grace` seconds; returns the exit code (idempotent)."
         if self.alive():
@@ -163,6 +167,10 @@ class Runtime:
     def _config(self, c:Container, cid:str, bundle:Bundle) -> dict:
         return oci_config(c, rootfs=bundle.rootfs, cgroups_path=f"{CGROUP_PARENT}/{cid}{self.leaf}", nofile_max=node_limits(self.node)['nofile'])
     def _run_line(self, inst:Instance) -> str: return self._cli('run', '--bundle', inst.bundle.dir, inst.id)
+    def _processes(self, inst:Instance) -> int|None:
+        r = self.node.run(f"find /sys/fs/cgroup/cpuacct{CGROUP_PARENT}/{inst.id} -name cgroup.procs -exec cat {{}} + 2>/dev/null | wc -l; "
+                          f"test -d /sys/fs/cgroup/cpuacct{CGROUP_PARENT}/{inst.id}", check=False, timeout=15)
+        return int(r.stdout.split()[0]) if r.ok else None
     def _register(self, inst:Instance, td:Teardown):
         "Register the runtime's own undo steps (before the container exists)."
         td.add(f"{self.name} container {inst.id}", lambda: self.node.run(self._delete_cmd(inst.id), check=False, timeout=60),
@@ -332,6 +340,9 @@ class Runsc(Runtime):
     def _signal(self, inst, sig):
         self.node.run(self._cli('kill', '--all', inst.id, sig), check=False, timeout=20)
     def _delete_cmd(self, cid): return f"{self._cli('delete', '-force', cid)} >/dev/null 2>&1; true"  # Go flags: no -f
+    def _processes(self, inst):   # `runsc ps`: a header line, then one line per process of the sandbox
+        r = self.node.run(self._cli('ps', inst.id), check=False, timeout=15)
+        return len(r.stdout.strip().splitlines()) - 1 if r.ok and r.stdout.strip() else None
     def _await_running(self, inst, timeout:float=60):
         "The sandbox joins the cgroup before the container runs; a signal sent before then is lost, so wait for `running`."
         deadline = time.monotonic() + timeout
@@ -350,6 +361,7 @@ KATA_RUNTIME = 'io.containerd.kata.v2'
 class Kata(Runtime):
     "Kata Containers through containerd's shim v2 (needs VT-x/AMD-V behind /dev/kvm)."
     name = 'kata'
+    def _processes(self, inst): return None   # its cgroup holds the VM, not the container's processes
     def missing(self) -> list[str]:
         "What this node lacks for Kata, measured: /dev/kvm, the vmx/svm CPU flag, the shim, kata-runtime, ctr."
         r = self.node.run("[ -c /dev/kvm ] && echo kvm=yes || echo kvm=no; grep -qwE 'vmx|svm' /proc/cpuinfo && echo hw=yes || echo hw=no; "

@@ -20,12 +20,12 @@ from ..workloads.webapp import APP_PLACES
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
            'GRID', 'SCHEMA', 'POOLS', 'CLIENT_DEBS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'AGREE', 'study',
-           'rate_grid', 'check_host', 'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs', 'plan',
-           'Servers', 'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps', 'run_sweep', 'measure',
-           'client_debs', 'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee', 'gap',
-           'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims',
-           'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table', 'methods_long', 'cross_check',
-           'variants_table']
+           'rate_grid', 'check_host', 'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs',
+           'prefork_pool', 'plan', 'Servers', 'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps',
+           'run_sweep', 'measure', 'client_debs', 'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve',
+           'Knee', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio',
+           'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table',
+           'methods_long', 'cross_check', 'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -98,6 +98,11 @@ SCHEMA = {
     'server_cpus': Field((str, int), default='1', help='cpuset of the server container'),
     'cpu_quota':   Field(float, min=0.01, default=None, help='CPU quota of the server container in cores (None: only the cpuset)'),
     'memory_mb':   Field(int, min=16, default=None, help='memory limit of the server container'),
+    'max_spare_servers': Field(int, min=1, default=150,
+                         help="Apache prefork's MaxSpareServers. Debian's 10 ends a surplus idle worker a second, each end costing the "
+                              "container 5-25 ms of CPU charged to whatever point runs then; at MaxRequestWorkers (150) the pool never "
+                              "shrinks, so a point pays only for the workers its own requests made Apache fork (below it, a point whose "
+                              "pool is above rest starts on a fresh server)"),
     'client_cpus': Field((str, int), default='0', help='CPUs of vegeta (taskset list)'),
     'drain_s':     Field(float, min=0, max=300, default=10.0,
                          help='after a point, wait this long at most for the server to go idle, else restart it'),
@@ -169,6 +174,15 @@ def server_configs(df:pl.DataFrame) -> dict[str, dict]:
         if c: return json.loads(c)
     return {'default': {'app': 'bind', 'runsc': runsc_config()}}
 
+def prefork_pool(df:pl.DataFrame) -> dict|None:
+    "Apache prefork's pool rules the records were measured with (from their provenance; None for records from before they were recorded: Debian's, MaxSpareServers 10)."
+    import json
+    for tv in (df['tool_versions'].drop_nulls().unique().to_list() if 'tool_versions' in df.columns else []):
+        try: c = json.loads(tv).get('apache prefork')
+        except (ValueError, AttributeError): c = None
+        if c: return json.loads(c)
+    return None
+
 POOLS = ('growing', 'grown')   # a burst onto the pool the closed loop left (Apache forks workers for it), then the same burst at once
 
 def plan(P:dict) -> dict[str, list[dict]]:
@@ -201,6 +215,8 @@ class Servers:
         self.start_s: list[float] = []             # start-to-ready seconds of every start
         self.idle_at: float|None = None            # when the container went idle, as the last `drain` that saw it go idle measured
         self._available: dict[tuple, tuple] = {}   # (runtime, config) -> (ok, version or reason), measured at the first start
+        self.rest: int|None = None                 # the most processes of a pool at rest (Apache's parent + MaxSpareServers), read at the first start
+        self.resets, self.replaced = 0, False       # fresh servers started because the pool was above rest; whether the last `rested` did
         teardown.callback('runtimes-web server', self.close)
 
     def url(self, endpoint:str) -> str:
@@ -210,6 +226,27 @@ class Servers:
     def get(self, runtime:str, config:str='default'):
         "The live instance for `runtime` in configuration `config` (a label of `configs`), starting it if needed (NotMeasurable if the runtime is not available)."
         if (runtime, config) != (self.runtime, self.config) or self.inst is None or not self.inst.alive(): self.start(runtime, config)
+        return self.inst
+
+    def pool(self) -> int|None:
+        "Processes in the live server now (Apache's parent and its prefork workers); None if the runtime cannot tell."
+        f = getattr(self.inst, 'processes', None)
+        return f() if f is not None else None
+
+    def rested(self, runtime:str, config:str='default'):
+        """`get`, but a server whose prefork pool is above rest is replaced by a fresh one first. A burst grows the pool (a worker per
+        request in flight, up to MaxRequestWorkers); once more than MaxSpareServers are idle, Apache ends one a second, and each end costs
+        the container CPU (measured on the Intel host, 2026-11-27: ~5 ms under runc, 20-25 ms under runsc; after a 224 req/s point under
+        runc, 97 processes took 88 s to shrink to 11) that the cgroup charges to whatever point runs then. So every point starts on a
+        pool at rest (as a fresh server's, or as the last point left it when that grew nothing) and pays only for the workers its own
+        requests made Apache fork. With the study's default MaxSpareServers (= MaxRequestWorkers) the pool never shrinks, is never
+        above rest, and this is `get`."""
+        inst = self.get(runtime, config)
+        n = self.pool()
+        self.replaced = n is not None and self.rest is not None and n > self.rest   # (recorded with the point: pool_replaced)
+        if self.replaced:
+            self.resets += 1
+            self.start(runtime, config)
         return self.inst
 
     def start(self, runtime:str, config:str='default'):
@@ -224,7 +261,7 @@ class Servers:
         self.starts += 1
         c = web_container(self.image, name=f"web{self.starts:03d}", netns=self.server_pod.node.netns,
                           cpus=self.P.get('cpu_quota'), cpuset=str(self.P['server_cpus']), memory_mb=self.P.get('memory_mb'),
-                          node=self.node, app=cfg['app'], access_log=self.access_log)
+                          node=self.node, app=cfg['app'], access_log=self.access_log, max_spare_servers=self.P.get('max_spare_servers'))
         self._td = Teardown(self.td.ledger)
         t0 = time.perf_counter()
         self.inst = rt.start(c, teardown=self._td)
@@ -232,6 +269,9 @@ class Servers:
         self.inst.wait_ready(lambda: http_ready(self.client_pod.node, url), timeout=120)
         self.start_s.append(time.perf_counter() - t0)
         self.runtime, self.config = runtime, config
+        if self.rest is None:   # Apache's parent and as many idle workers as it keeps
+            from researchkit.workloads.webapp import prefork_settings
+            self.rest = 1 + (self.P.get('max_spare_servers') or prefork_settings(self.image, self.node)['MaxSpareServers'])
         return self.inst
 
     def drain(self, *, step:float=0.25, idle_share:float=0.05, within:float|None=None,
@@ -272,6 +312,10 @@ def tool_versions(node, image=None, P:dict|None=None) -> dict:
         from researchkit.runtimes.rootfs import image_manifest
         v = image_manifest(image, node)['versions']
         out.update({'apache2': v.get('apache2', '?'), 'php': v.get('libapache2-mod-php8.2', v.get('php8.2-cli', '?'))})
+        if P is not None:   # the prefork pool's rules the server ran with: the image's, MaxSpareServers as the parameters set it
+            from researchkit.workloads.webapp import prefork_settings
+            pf = prefork_settings(image, node)
+            out['apache prefork'] = json.dumps({**pf, 'MaxSpareServers': P.get('max_spare_servers') or pf['MaxSpareServers']}, sort_keys=True)
     return out
 
 def measure_fn(P:dict, servers:Servers):
@@ -282,7 +326,9 @@ def measure_fn(P:dict, servers:Servers):
         key = (pt['runtime'], pt['endpoint'], rep)
         if P['stop_after_collapse'] and key in collapsed and pt['rate'] > collapsed[key]:
             return {'beyond_collapse': (collapsed[key], 'req/s')}   # not loaded: the lower rate already collapsed
-        inst = servers.get(pt['runtime'])
+        # a 'grown' burst is meant for the pool its 'growing' point left (burst_fn); every other point starts on a pool at rest
+        inst = servers.get(pt['runtime']) if pt.get('pool') == 'grown' else servers.rested(pt['runtime'])
+        replaced, pool0 = pt.get('pool') != 'grown' and servers.replaced, servers.pool()
         cpu0 = inst.cpu_seconds()
         m = attack(servers.client_pod.node, servers.url(pt['endpoint']), rate=pt['rate'], duration=pt['duration'],
                    timeout=pt['timeout'], cpus=P['client_cpus'], keepalive=pt.get('keepalive', True))
@@ -294,6 +340,10 @@ def measure_fn(P:dict, servers:Servers):
                'latency_mean_s': (m['latency_mean_s'], 's'), 'latency_p50_s': (m['latency_p50_s'], 's'),
                'latency_p90_s': (m['latency_p90_s'], 's'), 'latency_p99_s': (m['latency_p99_s'], 's'),
                'latency_max_s': (m['latency_max_s'], 's'), 'drained': (float(drained), 'bool')}
+        if pool0 is not None:   # Apache's processes when the point began, and whether its server was new for that (the last one's pool was above rest)
+            out['pool_processes'], out['pool_replaced'] = (pool0, 'count'), (float(replaced), 'bool')
+        pool1 = servers.pool()
+        if pool1 is not None: out['pool_processes_after'] = (pool1, 'count')   # and after it drained: above rest, the next point gets a fresh server
         if drained:   # the whole cost of the point is in the cgroup: attribute it to the answered requests
             out['container_cpu_s'] = (cpu, 's')
             if ok: out['cpu_s_per_request'] = (cpu / ok, 's')
@@ -319,7 +369,7 @@ def closed_fn(P:dict, servers:Servers):
     from researchkit.workloads.wrk import wrk
     C = P['closed_loop']
     def measure(pt:dict, rep:int) -> dict:
-        inst = servers.get(pt['runtime'], pt['config'])   # idle: a fresh server, or the last point's drained (one that did not drain was closed)
+        inst = servers.rested(pt['runtime'], pt['config'])   # idle, its pool at rest: a fresh server, or the last point's drained (one that did not drain was closed)
         c = pt['connections']
         cpu0 = inst.cpu_seconds()
         m = wrk(servers.client_pod.node, servers.url(pt['endpoint']), threads=1, connections=c, seconds=pt['seconds'],
@@ -449,8 +499,8 @@ class PodServers:
         url = endpoint_url(self.pod.ip, endpoint)   # with the port spelled out: the image has no /etc/services, where wrk looks 'http' up
         return url.replace(f"//{self.pod.ip}/", f"//{self.pod.ip}:{PORT}/", 1)
 
-    get = Servers.get
-    drain = Servers.drain
+    get, drain, pool, rested = Servers.get, Servers.drain, Servers.pool, Servers.rested
+    rest, replaced = None, False   # a pod's processes are not counted here: its pool is never replaced for being above rest
 
     def start(self, runtime:str, config:str='default'):
         from researchkit.testbed.kube import PodNode
@@ -488,7 +538,9 @@ def measure_in_pods(run, P:dict) -> None:
     import json
     from researchkit.workloads import vegeta, wrk
     kube = run.testbed.kube
-    image = kube.image('web', web_archive, tag=web_tag())
+    import functools
+    pool = {'max_spare_servers': P.get('max_spare_servers')}   # the app's files, the prefork pool's rule with them, are in the image
+    image = kube.image('web', functools.partial(web_archive, **pool), tag=web_tag(**pool))
     servers = PodServers(run.teardown, P, kube=kube, image=image)
     c = kube.check()
     print(f"Kubernetes {c['version']} at {kube.server}: web image {image}; client pod {servers.client_pod.node.pod}")
@@ -496,6 +548,7 @@ def measure_in_pods(run, P:dict) -> None:
              'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items()),
              'web image': image, **vegeta.tool_versions(servers.client_pod.node), **wrk.tool_versions(servers.client_pod.node),
              'server configs': json.dumps(configs(P), sort_keys=True), 'pod placement': servers.placement,
+             'apache MaxSpareServers': str(P.get('max_spare_servers')),
              'server cpus': f"{P['server_cpus']} (taskset in the pod)" + (f", limit {P['cpu_quota']} cores" if P.get('cpu_quota') else '')}
     v = dict(l.split('\t', 1) for l in servers.client_pod.node.run("dpkg-query -W apache2 libapache2-mod-php8.2", check=False, timeout=30).stdout.splitlines() if '\t' in l)
     tools.update({'apache2': v.get('apache2', '?'), 'php': v.get('libapache2-mod-php8.2', '?')})   # the image's (the client pod runs it too)
@@ -922,6 +975,17 @@ def notes(df:pl.DataFrame, other:pl.DataFrame|None=None) -> list[str]:
     out += ['### The server configuration', '',
             f"- runsc: {describe(cfg['default'])}; runc: {describe(cfg['default'], 'runc')}. runsc's settings are its own defaults unless the "
             "parameters say otherwise: what a containerd (runsc shim) user runs, with the app inside the image as a Kubernetes pod carries it.", '']
+    pf = prefork_pool(df)
+    if pf is not None:
+        keep = pf['MaxSpareServers'] >= pf['MaxRequestWorkers']
+        out[-1:-1] = [f"- Apache's prefork pool: {pf['StartServers']} workers at the start, at most {pf['MaxRequestWorkers']}, MaxSpareServers "
+                      f"{pf['MaxSpareServers']} (" + ("parameter `max_spare_servers`; Debian's is 10): " + (
+                      "the pool a point grows stays for the points after it, as a long-running server's would. With Debian's 10, "
+                      "Apache ends a surplus idle worker a second, each end costing the container CPU (measured here: ~5 ms under runc, "
+                      "20-25 ms under runsc, for up to ~1.5 min after an overloaded point) that was charged to whatever point ran then: "
+                      "until 2026-11-27 the I/O curves ran while the CPU curve's pool shrank, and runc's I/O CPU per request came out "
+                      "1.13-1.25x the closed loop's." if keep else
+                      "a point whose pool is above rest starts on a fresh server, so none pays for ending workers another point grew."))]
     x = cross_check(df)
     if x.height:
         out += ['### Cross-check: open loop (vegeta) vs closed loop (wrk)', '',

@@ -11,9 +11,10 @@ from ..core import ConfigError, ResearchkitError, cache_dir
 from ..testbed.nodes import Node, LocalNode
 
 # %% auto #0
-__all__ = ['MATRIX_N', 'IO_CYCLES', 'CPU_PHP', 'IO_PHP', 'DOCROOT', 'SITES_DIR', 'PORT', 'START_CMD', 'REMOTE_ROOT', 'APP_LAYOUT',
-           'APP_PLACES', 'ENDPOINTS', 'cpu_php', 'io_php', 'expected_cpu', 'input_text', 'site_conf', 'app_files',
-           'app_dir', 'web_container', 'endpoint_url', 'http_get', 'http_ready', 'get_json']
+__all__ = ['MATRIX_N', 'IO_CYCLES', 'CPU_PHP', 'IO_PHP', 'DOCROOT', 'SITES_DIR', 'PORT', 'PREFORK_CONF', 'START_CMD',
+           'REMOTE_ROOT', 'APP_LAYOUT', 'APP_PLACES', 'ENDPOINTS', 'cpu_php', 'io_php', 'expected_cpu', 'input_text',
+           'site_conf', 'prefork_settings', 'app_files', 'app_dir', 'web_container', 'endpoint_url', 'http_get',
+           'http_ready', 'get_json']
 
 # %% ../../nbs/34_webapp.ipynb #c005
 MATRIX_N = 100    # the study: two 100 × 100 matrices per GET
@@ -112,13 +113,18 @@ DOCROOT = '/var/www/rkweb'                   # inside the container
 SITES_DIR = '/etc/apache2/sites-enabled'     # Debian's; replaced by a read-only bind of our site directory
 PORT = 80                                    # Debian's ports.conf: `Listen 80` (all addresses)
 
-def site_conf(*, access_log:bool=False) -> str:
-    "The Apache site (virtual host) for the app; everything else stays Debian's default."
+def site_conf(*, access_log:bool=False,
+              max_spare_servers:int|None=None,   # prefork's MaxSpareServers (None: Debian's, 10)
+             ) -> str:
+    "The Apache site (virtual host) for the app; everything else stays Debian's default, but for `max_spare_servers` when given."
     # on: Debian's `combined` fields but the client's headers, then when the request ended (µs since the epoch)
     log = 'CustomLog /dev/stdout "%h %l %u %t \\"%r\\" %>s %O %{end:usec}t"' if access_log else 'CustomLog /dev/stdout combined "expr=false"'
+    pool = ("" if max_spare_servers is None else
+            "# Apache ends an idle worker a second while more than MaxSpareServers are idle (Debian's: 10), at the container's cost\n"
+            f"<IfModule mpm_prefork_module>\n\tMaxSpareServers {max_spare_servers}\n</IfModule>\n")
     return f"""# researchkit runtimes-web: the study's app. Debian's apache2.conf, ports.conf (Listen {PORT}), mpm_prefork and mod_php
-# are untouched; this file replaces sites-enabled/.
-ServerName rkweb
+# are untouched{'' if max_spare_servers is None else ' but for MaxSpareServers below'}; this file replaces sites-enabled/.
+{pool}ServerName rkweb
 ErrorLog /dev/stderr
 <VirtualHost *:{PORT}>
 \tDocumentRoot {DOCROOT}
@@ -128,13 +134,24 @@ ErrorLog /dev/stderr
 </VirtualHost>
 """
 
+PREFORK_CONF = '/etc/apache2/mods-available/mpm_prefork.conf'   # Debian's, untouched: the pool's size rules
+
+def prefork_settings(image,               # the web image's root filesystem (a directory on `node`)
+                     node=None,           # where it is (default: this machine)
+                    ) -> dict[str, int]:
+    "Apache's prefork pool rules as the image configures them (StartServers, MinSpareServers, MaxSpareServers, MaxRequestWorkers, ...): Debian's 5, 5, 10, 150. Apache forks a worker for each request it cannot serve yet and, once more than MaxSpareServers are idle, ends one a second until they are not."
+    node = node or LocalNode()
+    text = node.run(f"cat {shlex.quote(str(image))}{PREFORK_CONF}", timeout=15).stdout
+    words = [l.split() for l in text.splitlines() if not l.lstrip().startswith(('#', '<'))]
+    return {w[0]: int(w[1]) for w in words if len(w) >= 2 and w[1].isdigit()}
+
 START_CMD = ('. /etc/apache2/envvars && mkdir -p "$APACHE_RUN_DIR" "$APACHE_LOCK_DIR" "$APACHE_LOG_DIR" '
              '&& exec /usr/sbin/apache2 -DFOREGROUND')  # what apache2ctl does before starting, then Apache in the foreground
 
-def app_files(*, io_file_bytes:int=4096, access_log:bool=False, n:int=MATRIX_N, cycles:int=IO_CYCLES) -> dict[str, str]:
+def app_files(*, io_file_bytes:int=4096, access_log:bool=False, n:int=MATRIX_N, cycles:int=IO_CYCLES, max_spare_servers:int|None=None) -> dict[str, str]:
     "Relative path -> content of everything the app needs (`www/` = document root, `sites/` = sites-enabled)."
     return {'www/cpu.php': cpu_php(n), 'www/io.php': io_php(cycles), 'www/input.txt': input_text(io_file_bytes),
-            'sites/rkweb.conf': site_conf(access_log=access_log)}
+            'sites/rkweb.conf': site_conf(access_log=access_log, max_spare_servers=max_spare_servers)}
 
 # %% ../../nbs/34_webapp.ipynb #c011
 REMOTE_ROOT = '/var/lib/researchkit/webapp'
@@ -177,16 +194,19 @@ def web_container(image,                 # the web image directory (`researchkit
                   io_file_bytes:int=4096, # size of the I/O endpoint's text file
                   access_log:bool=False, # one log line per request to the container's stdout
                   app:str='bind',        # where the app lives: 'bind' (read-only bind mounts of the host's copy) or 'image' (a layer of the container's root filesystem, as a containerd user's image carries it)
+                  max_spare_servers:int|None=None, # Apache prefork's MaxSpareServers (None: Debian's 10; at MaxRequestWorkers, 150, the pool never shrinks)
                  ) -> Container:
     "Apache 2.4 + mod_php serving the study's CPU and I/O endpoints on port 80 of `netns`."
     if app not in APP_PLACES: raise ConfigError('app', f"{app!r} is not one of {', '.join(APP_PLACES)}")
     if isinstance(io_file_bytes, bool) or not isinstance(io_file_bytes, int) or not 1 <= io_file_bytes <= 1 << 20:
         raise ConfigError('io_file_bytes', f"expected an integer 1..{1 << 20}, got {io_file_bytes!r}")
     if not isinstance(access_log, bool): raise ConfigError('access_log', f"expected True or False, got {access_log!r}")
+    if max_spare_servers is not None and (isinstance(max_spare_servers, bool) or not isinstance(max_spare_servers, int) or max_spare_servers < 1):
+        raise ConfigError('max_spare_servers', f"expected a positive integer or None, got {max_spare_servers!r}")
     c = Container(name=name, image=str(image), command=['/bin/sh', '-c', START_CMD],
                   netns=netns, cpus=cpus, cpuset=cpuset, memory_mb=memory_mb)
     c.validate()  # bad name, cpus, cpuset, ... fail here, before anything is written
-    d = app_dir(node, io_file_bytes=io_file_bytes, access_log=access_log)
+    d = app_dir(node, io_file_bytes=io_file_bytes, access_log=access_log, max_spare_servers=max_spare_servers)
     if app == 'image': c.layers = [f"{d}/layer"]
     else: c.mounts = [Mount(f"{d}/www", DOCROOT, readonly=True), Mount(f"{d}/sites", SITES_DIR, readonly=True)]
     return c
