@@ -957,8 +957,9 @@ def _pooled_lines(df:pl.DataFrame, other:pl.DataFrame) -> list[str]:
                 "- What differs besides the tool: the closed loop keeps 4 requests in flight on a server that never idles; the open "
                 "loop sends each request at its time — below the served rate onto a server that may have idled since the last one, "
                 "above it into a queue with up to tens in flight, each held by a prefork worker of its own (keep-alive binds a "
-                "worker to its connection). `make bench` (bench/runtimes.py, section 4) measures two of these on the host it runs on, "
-                "in the closed loop alone: 32 requests in flight against 4, and 4 on a pool that 32 just grew. Both numbers are "
+                "worker to its connection). `make bench` (bench/runtimes.py, section 4) measures these on the host it runs on, in the "
+                "closed loop alone: 32 requests in flight against 4, while they grow Apache's pool and on the pool they grew, and 4 on "
+                "that pool. Both numbers are "
                 "right for what they measure: the knees (claims 1–4) are the open loop's, as in the paper; the CPU per request of "
                 "a server kept busy at 4 in flight is the closed loop's.", '']
     return out
