@@ -1014,7 +1014,7 @@ def notes(df:pl.DataFrame, other:pl.DataFrame|None=None) -> list[str]:
         both = any(c.startswith('no keep-alive') for c in x.columns)
         if both:
             out += ["- Why an open loop can cost more than the closed loop: a burst has many requests in flight, and Apache's prefork pool "
-                    "(5 workers at the start, 10 kept spare) grows by forking a worker for each request it cannot serve yet (1, 2, 4, … "
+                    "(5 workers at the start, at least 5 kept idle) grows by forking a worker for each request it cannot serve yet (1, 2, 4, … "
                     "per second). The forks and each new worker's first request cost CPU in the container (under runsc the Sentry "
                     "implements fork), and the burst waits for them. 'Pool growing' is a burst onto the pool the closed loop left; "
                     "'pool grown' the same burst at once after it: where 'grown' agrees with the closed loop and 'growing' does not, "
