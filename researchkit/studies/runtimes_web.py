@@ -167,21 +167,20 @@ def describe(cfg:dict, runtime:str='runsc') -> str:
 
 def server_configs(df:pl.DataFrame) -> dict[str, dict]:
     "The server configurations the records were measured with (from their provenance; records from before they were recorded: runsc's defaults and the app bind-mounted, as the code then ran them)."
-    import json
-    for tv in (df['tool_versions'].drop_nulls().unique().to_list() if 'tool_versions' in df.columns else []):
-        try: c = json.loads(tv).get('server configs')
-        except (ValueError, AttributeError): c = None
-        if c: return json.loads(c)
-    return {'default': {'app': 'bind', 'runsc': runsc_config()}}
+    return _provenance_json(df, 'server configs') or {'default': {'app': 'bind', 'runsc': runsc_config()}}
 
-def prefork_pool(df:pl.DataFrame) -> dict|None:
-    "Apache prefork's pool rules the records were measured with (from their provenance; None for records from before they were recorded: Debian's, MaxSpareServers 10)."
+def _provenance_json(df:pl.DataFrame, key:str):
+    "The JSON value the records' tool versions hold under `key` (the first that has it), or None."
     import json
     for tv in (df['tool_versions'].drop_nulls().unique().to_list() if 'tool_versions' in df.columns else []):
-        try: c = json.loads(tv).get('apache prefork')
+        try: c = json.loads(tv).get(key)
         except (ValueError, AttributeError): c = None
         if c: return json.loads(c)
     return None
+
+def prefork_pool(df:pl.DataFrame) -> dict|None:
+    "Apache prefork's pool rules the records were measured with (from their provenance; None for records from before they were recorded: Debian's, MaxSpareServers 10)."
+    return _provenance_json(df, 'apache prefork')
 
 POOLS = ('growing', 'grown')   # a burst onto the pool the closed loop left (Apache forks workers for it), then the same burst at once
 
@@ -215,7 +214,7 @@ class Servers:
         self.start_s: list[float] = []             # start-to-ready seconds of every start
         self.idle_at: float|None = None            # when the container went idle, as the last `drain` that saw it go idle measured
         self._available: dict[tuple, tuple] = {}   # (runtime, config) -> (ok, version or reason), measured at the first start
-        self.rest: int|None = None                 # the most processes of a pool at rest (Apache's parent + MaxSpareServers), read at the first start
+        self.rest: int|None = 1 + P['max_spare_servers']   # the most processes of a pool at rest: Apache's parent + MaxSpareServers
         self.resets, self.replaced = 0, False       # fresh servers started because the pool was above rest; whether the last `rested` did
         teardown.callback('runtimes-web server', self.close)
 
@@ -269,9 +268,6 @@ class Servers:
         self.inst.wait_ready(lambda: http_ready(self.client_pod.node, url), timeout=120)
         self.start_s.append(time.perf_counter() - t0)
         self.runtime, self.config = runtime, config
-        if self.rest is None:   # Apache's parent and as many idle workers as it keeps
-            from researchkit.workloads.webapp import prefork_settings
-            self.rest = 1 + (self.P.get('max_spare_servers') or prefork_settings(self.image, self.node)['MaxSpareServers'])
         return self.inst
 
     def drain(self, *, step:float=0.25, idle_share:float=0.05, within:float|None=None,
@@ -315,7 +311,7 @@ def tool_versions(node, image=None, P:dict|None=None) -> dict:
         if P is not None:   # the prefork pool's rules the server ran with: the image's, MaxSpareServers as the parameters set it
             from researchkit.workloads.webapp import prefork_settings
             pf = prefork_settings(image, node)
-            out['apache prefork'] = json.dumps({**pf, 'MaxSpareServers': P.get('max_spare_servers') or pf['MaxSpareServers']}, sort_keys=True)
+            out['apache prefork'] = json.dumps({**pf, 'MaxSpareServers': P['max_spare_servers']}, sort_keys=True)
     return out
 
 def measure_fn(P:dict, servers:Servers):
