@@ -6,18 +6,18 @@ Docs: https://researchkit.github.io/researchkit/claims.html.md"""
 
 # %% ../nbs/50_claims.ipynb #c003
 from __future__ import annotations
-import html, math
+import html, json, math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 import polars as pl
 from .core import ConfigError, NotMeasurable, markdown_table
 from .results.records import NOT_MEASURABLE
 
 # %% auto #0
-__all__ = ['STATUSES', 'CONFIDENCE', 'EVAL_SCHEMA', 'RESAMPLES', 'MIN_REPETITIONS', 'Verdict', 'verdict', 'Claim', 'evaluate',
-           'select', 'summarize', 'not_measurable_reason', 'iqr', 'geomean', 'bootstrap', 't_quantile', 't_interval',
-           'Band', 'at_least', 'at_most', 'within', 'decide', 'all_hold', 'Ratio', 'ratio', 'optional', 'ratio_text',
-           'claims_markdown']
+__all__ = ['STATUSES', 'CONFIDENCE', 'EVAL_SCHEMA', 'RESAMPLES', 'MIN_REPETITIONS', 'Verdict', 'verdict', 'Finer', 'Claim',
+           'evaluate', 'select', 'summarize', 'not_measurable_reason', 'iqr', 'geomean', 'bootstrap', 't_quantile',
+           't_interval', 'Band', 'at_least', 'at_most', 'within', 'decide', 'all_hold', 'Ratio', 'ratio', 'optional',
+           'ratio_text', 'claims_markdown']
 
 # %% ../nbs/50_claims.ipynb #c004
 STATUSES = ('reproduced', 'refuted', 'inconclusive', 'not measurable')
@@ -30,6 +30,7 @@ class Verdict:
     measured: str     # the numbers behind it, with their interval, e.g. "ovs-vxlan/flannel = 1.08 [95 % CI 1.03–1.12, n=3]"
     reason: str = ''  # not measurable: the measured reason; inconclusive: how far the interval reaches and what would decide it
     needed: int|None = None  # inconclusive: roughly how many repetitions would decide it (None: unknown)
+    finer: tuple = ()        # inconclusive for the measuring grid's resolution alone: the points between its values that would narrow it (`Finer`)
 
     def __post_init__(self):
         if self.status not in STATUSES: raise ConfigError('Verdict.status', f"{self.status!r} is not one of {', '.join(STATUSES)}")
@@ -39,6 +40,13 @@ def verdict(ok:bool,      # did the measurement bear the claim out?
            ) -> Verdict:
     "`Verdict('reproduced' if ok else 'refuted', measured)`: for a check with no noise to weigh (a count, a label)."
     return Verdict('reproduced' if ok else 'refuted', measured)
+
+class Finer(NamedTuple):
+    "A point between a grid's values that would narrow a verdict the grid's resolution leaves open: a swept point of `experiment` that matches `match` (its curve), with `set` instead of its values (`Campaign.adapt` measures it at every repetition the curve has)."
+    experiment: str   # e.g. 'load'
+    match: dict       # the curve, e.g. {'runtime': 'runc', 'endpoint': 'io'}
+    set: dict         # the new point's values, e.g. {'rate': 19.9}: between two the curve ran
+    why: str = ''     # e.g. 'runc io knee: in 15.8-25.1 req/s'
 
 @dataclass
 class Claim:
@@ -50,10 +58,11 @@ class Claim:
     needs: list[dict]|None = None            # the points the verdict depends on (filters like `select`'s, with 'experiment'): an undecided claim gets more repetitions of these
 
 # %% ../nbs/50_claims.ipynb #c006
-EVAL_SCHEMA = {'id': pl.Utf8, 'text': pl.Utf8, 'paper': pl.Utf8, 'status': pl.Utf8, 'measured': pl.Utf8, 'reason': pl.Utf8, 'needed': pl.Int64}
+EVAL_SCHEMA = {'id': pl.Utf8, 'text': pl.Utf8, 'paper': pl.Utf8, 'status': pl.Utf8, 'measured': pl.Utf8, 'reason': pl.Utf8, 'needed': pl.Int64,
+               'finer': pl.Utf8}   # finer: the verdict's `Finer` points as JSON ([[experiment, match, set, why], ...]), or null
 
 def evaluate(claims:list[Claim], df:pl.DataFrame) -> pl.DataFrame:
-    "Run every claim's check on `df`: one row per claim (id, text, paper, status, measured, reason, needed)."
+    "Run every claim's check on `df`: one row per claim (id, text, paper, status, measured, reason, needed, finer)."
     ids = [c.id for c in claims]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup: raise ConfigError('claims', f"duplicate claim ids {dup}")
@@ -64,7 +73,7 @@ def evaluate(claims:list[Claim], df:pl.DataFrame) -> pl.DataFrame:
             if not isinstance(v, Verdict): raise TypeError(f"claim {c.id}: check returned {type(v).__name__}, not a Verdict")
         except NotMeasurable as e: v = Verdict('not measurable', '', e.reason or str(e))
         rows.append({'id': c.id, 'text': c.text, 'paper': c.paper, 'status': v.status, 'measured': v.measured, 'reason': v.reason,
-                     'needed': v.needed})
+                     'needed': v.needed, 'finer': json.dumps([list(f) for f in v.finer]) if v.finer else None})
     return pl.DataFrame(rows, schema=EVAL_SCHEMA, orient='row') if rows else pl.DataFrame(schema=EVAL_SCHEMA)
 
 # %% ../nbs/50_claims.ipynb #c008
@@ -201,7 +210,16 @@ def all_hold(*verdicts:Verdict, measured:str|None=None) -> Verdict:
     if all(s == 'reproduced' for s in st): return Verdict('reproduced', m)
     open_ = [v for v in verdicts if v.status == 'inconclusive']
     needed = [v.needed for v in open_ if v.needed]
-    return Verdict('inconclusive', m, '; '.join(v.reason for v in open_), max(needed) if needed else None)
+    finer = _union(f for v in open_ for f in v.finer)
+    return Verdict('inconclusive', m, '; '.join(v.reason for v in open_), max(needed) if needed else None, finer)
+
+def _union(fs) -> tuple:
+    "`Finer` points once each, in order (a point two parts need is measured once)."
+    out, seen = [], set()
+    for f in fs:
+        k = json.dumps(list(f[:3]), sort_keys=True)
+        if k not in seen: seen.add(k); out.append(f)
+    return tuple(out)
 
 @dataclass
 class Ratio:

@@ -119,7 +119,7 @@ def _claims():
 
 def test_evaluate_and_markdown(df):
     t = evaluate(_claims(), df)
-    assert t.columns == ['id', 'text', 'paper', 'status', 'measured', 'reason', 'needed']
+    assert t.columns == ['id', 'text', 'paper', 'status', 'measured', 'reason', 'needed', 'finer'] and t['finer'].to_list() == [None] * 3
     assert t['status'].to_list() == ['reproduced', 'refuted', 'not measurable']
     assert t['reason'].to_list() == ['', '', 'no ipvlan']
     assert t['measured'][1] == ratio(df, 'gbps', ['size'], {'path': 'a', 'size': 1024}, {'path': 'b', 'size': 1024}).text('a/b at 1 KiB')

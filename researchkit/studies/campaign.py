@@ -26,9 +26,10 @@ def _matches(experiment:str, point:dict, flt:dict) -> bool:
     return True
 
 _MISSING = object()
+REFINE_ROUNDS = 4   # at most this many refinement rounds (`Campaign.adapt`): each halves a cell (in its scale); a study stops asking once its cells are as fine as it needs
 
 # %% auto #0
-__all__ = ['resolve_params', 'output_dirs', 'Campaign']
+__all__ = ['REFINE_ROUNDS', 'resolve_params', 'output_dirs', 'Campaign']
 
 # %% ../../nbs/59_campaign.ipynb #c005
 def _required(schema:dict) -> list[str]:
@@ -92,6 +93,7 @@ class Campaign:
         self.summaries: list[SweepSummary] = []
         self.measured_s = 0.0          # wall time of `measure()` in this process
         self._swept: dict[str, tuple] = {}   # experiment -> (points, measure callable, shuffle): what adaptive rounds repeat
+        self._point_secs: dict[tuple, float] = {}   # (experiment, point_key) -> the longest one measurement of it took in this process
         self._t0 = self._t_first = None   # when measure() started; when its first sweep started (what came before is setup)
         self._prov, self._tools, self._caps, self._closed, self._host_checked = None, None, None, False, False
         self._facts_pod = None   # on a Kubernetes testbed: the pod provenance facts are read in
@@ -165,8 +167,14 @@ class Campaign:
         "Measure every point (resuming: what this campaign recorded is skipped); the summary is kept in `summaries`."
         self._need_measuring('sweep')
         if self._t_first is None: self._t_first = time.perf_counter()
+        def timed(pt:dict, rep:int):   # what each point costs: a refinement round's estimate
+            t = time.perf_counter()
+            try: return measure(pt, rep)
+            finally:
+                k = (experiment, point_key(self.study.name, experiment, pt))
+                self._point_secs[k] = max(self._point_secs.get(k, 0.0), time.perf_counter() - t)
         s = sweep(self.store, study=self.study.name, experiment=experiment, points=points,
-                  repetitions=repetitions or self.P['repetitions'], measure=measure, prov=self.provenance(tools),
+                  repetitions=repetitions or self.P['repetitions'], measure=timed, prov=self.provenance(tools),
                   testbed=self.testbed.name, campaign=self.id, progress=self.progress, shuffle=shuffle)
         self.summaries.append(s); print(s)
         # a method may sweep an experiment in parts (runtimes-web interleaves its curves with the closed loop): adaptive rounds
@@ -217,14 +225,21 @@ class Campaign:
         return self.summaries
 
     def adapt(self) -> list[str]:
-        "Adaptive repetitions: while a claim with `needs` is inconclusive, measure the points it needs once more — until every such claim is decided, they reach `max_repetitions`, or the next round would end past `budget_min`. Each round and the stop are recorded with their reason (experiment 'adaptive'); returns the reasons."
+        """Adaptive rounds, while a claim is inconclusive: first **refinement** — where the grid's resolution alone leaves a verdict
+        open (`Verdict.finer`), the points between the grid's values that would narrow it, each at every repetition its curve has
+        (marked `'refine': True`; one point at a time, all its repetitions in a row) — then **repetitions**: the points a claim with
+        `needs` depends on, once more — until every such claim is decided, the points reach `max_repetitions`, or the next round would
+        end past `budget_min` (a refinement's cost is its neighbours' on the curve: the longest each took). Refinement goes claim by
+        claim, in order, as far as the budget takes it. Each round and each stop are recorded with their reason (experiment
+        'adaptive'); returns the reasons."""
         from researchkit.claims import evaluate
         self._need_measuring('adapt')
         maxr, budget = self.P.get('max_repetitions'), self.P.get('budget_min')
         if not maxr: return []
-        claims, log, rnd = [c for c in self.study.claims() if c.needs], [], 0
-        last = None   # (points, seconds) of the last round: the points an undecided claim needs are rarely the average ones
+        claims, log, rnd, refined, told = [c for c in self.study.claims() if c.needs], [], 0, 0, set()
+        last = None   # (points, seconds) of the last repetition round: the points an undecided claim needs are rarely the average ones
         t0 = self._t0 if self._t0 is not None else time.perf_counter()
+        spent = lambda: time.perf_counter() - (self._t_first or t0)   # the budget counts measuring, not setup
         def note(point, metrics, text):
             log.append(text); print(f"adaptive: {text}")
             self.record('adaptive', point, metrics, note=text)
@@ -233,9 +248,26 @@ class Campaign:
             undecided = table.filter(pl.col('status') == 'inconclusive')
             if undecided.is_empty():
                 note({'round': rnd, 'stop': 'decided'}, {'rounds': (rnd, 'count')}, 'stopped: every claim with repetitions to add is decided'); break
+            todo, skipped = self._finer_within(undecided, None if budget is None else budget * 60 - spent()) if refined < REFINE_ROUNDS else ([], [])
+            for cid, cost in skipped:
+                if cid in told: continue
+                told.add(cid)
+                note({'round': rnd, 'refine': True, 'skip': cid}, {'estimated_s': (cost, 's')},
+                     f"claim {cid}: its points between the grid's (~{cost:.0f} s) would end past the budget ({spent() / 60:.1f} of {budget:g} min spent): not refined")
+            if todo:
+                rnd, refined = rnd + 1, refined + 1
+                cost = sum(c for *_, c in todo)
+                note({'round': rnd, 'refine': True}, {'points': (len(todo), 'count'), 'estimated_s': (cost, 's')},
+                     f"round {rnd}: between the grid's values, for claim{'s' if len({t[0] for t in todo}) > 1 else ''} "
+                     + '; '.join(f"{cid}: {why}: {', '.join(f'{k} {v:g}' for k, v in s.items())} ({n} repetitions)" for cid, e, p, n, why, s, _ in todo))
+                for cid, e, p, n, why, s, _ in todo:   # one point at a time, its repetitions in a row: one server for them
+                    _, fn, _ = self._swept[e]
+                    self.sweep(e, [p], fn, repetitions=n)
+                continue
             hopeless = undecided.filter(pl.col('needed').is_null() | (pl.col('needed') > maxr))
-            if hopeless.height and rnd == 0:
-                note({'round': 0, 'skip': 'hopeless'}, {'claims': (hopeless.height, 'count')},
+            if hopeless.height and 'hopeless' not in told:
+                told.add('hopeless')
+                note({'round': rnd, 'skip': 'hopeless'}, {'claims': (hopeless.height, 'count')},
                      'not repeated (the interval would not close within max_repetitions): '
                      + '; '.join(f"{r['id']} needs ~{r['needed'] or '∞'}" for r in hopeless.iter_rows(named=True)))
             undecided = undecided.filter(pl.col('needed').is_not_null() & (pl.col('needed') <= maxr))
@@ -249,11 +281,10 @@ class Campaign:
                      f"stopped: claims {', '.join(ids)} still undecided but their points have {maxr} repetitions (max_repetitions)"); break
             n_todo = sum(len(ps) for ps in todo.values())
             cost = (last[1] / last[0] * n_todo if last else sum(self._point_s(e) * len(ps) for e, ps in todo.items()))
-            spent = time.perf_counter() - (self._t_first or t0)   # the budget counts measuring, not setup
-            if budget is not None and spent + cost > budget * 60:
-                note({'round': rnd, 'stop': 'budget'}, {'rounds': (rnd, 'count'), 'spent_s': (spent, 's')},
+            if budget is not None and spent() + cost > budget * 60:
+                note({'round': rnd, 'stop': 'budget'}, {'rounds': (rnd, 'count'), 'spent_s': (spent(), 's')},
                      f"stopped: claims {', '.join(ids)} still undecided; the next round (~{cost:.0f} s) would end past the budget "
-                     f"({spent / 60:.1f} of {budget:g} min spent)"); break
+                     f"({spent() / 60:.1f} of {budget:g} min spent)"); break
             rnd += 1
             why = '; '.join(f"{r['id']}: {r['reason']}" for r in undecided.iter_rows(named=True))
             note({'round': rnd}, {'points': (n_todo, 'count'), 'estimated_s': (cost, 's')},
@@ -264,6 +295,46 @@ class Campaign:
                 self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + 1, shuffle=shuffled)
             last = (n_todo, time.perf_counter() - t_round)
         return log
+
+    def _finer_within(self, undecided:pl.DataFrame, left_s:float|None) -> tuple[list, list]:
+        """The undecided claims' `Finer` points not yet measured at every repetition of their curve, claim by claim while their cost
+        fits `left_s` (None: no budget): ([(claim id, experiment, point, repetitions, why, set, seconds)], [(claim id, seconds) of the
+        claims that did not fit]). A point is a swept point of the curve with the `Finer`'s values and `'refine': True`; its cost,
+        the longest one measurement of its neighbours on the curve took in this process (else the experiment's mean), per repetition."""
+        import json
+        df, out, skipped, taken = self.records(), [], [], set()
+        for r in undecided.filter(pl.col('finer').is_not_null()).iter_rows(named=True):
+            mine = []
+            for e, match, set_, why in json.loads(r['finer']):
+                if e not in self._swept: continue
+                curve = [p for p in self._swept[e][0] if _matches(e, p, match)]
+                base = next((p for p in curve if not p.get('refine')), None)
+                if base is None or any(all(p.get(k) == v for k, v in set_.items()) for p in curve if not p.get('refine')): continue
+                p = {**base, **set_, 'refine': True}
+                key = point_key(self.study.name, e, p)
+                if key in taken: continue
+                keys = {point_key(self.study.name, e, q) for q in curve}
+                n = (df.filter((pl.col('experiment') == e) & pl.col('point_key').is_in(list(keys)))['repetition'].max() or 0) + 1 if df.height else 1
+                missing = sum(not self.done(e, p, rep) for rep in range(n))
+                if not missing: continue
+                mine.append((r['id'], e, p, n, why, set_, missing * self._neighbour_s(e, curve, set_)))
+            cost = sum(m[-1] for m in mine)
+            if not mine: continue
+            if left_s is not None and cost > left_s: skipped.append((r['id'], cost)); continue
+            out += mine; taken |= {point_key(self.study.name, m[1], m[2]) for m in mine}
+            if left_s is not None: left_s -= cost
+        return out, skipped
+
+    def _neighbour_s(self, experiment:str, curve:list[dict], set_:dict) -> float:
+        "Seconds one measurement of a point between `curve`'s values takes: the longest of its two neighbours along each field of `set_` (else the experiment's mean)."
+        secs = []
+        for k, v in set_.items():
+            xs = [p for p in curve if isinstance(p.get(k), (int, float)) and not p.get('refine')]
+            lo = max((p for p in xs if p[k] < v), key=lambda p: p[k], default=None)
+            hi = min((p for p in xs if p[k] > v), key=lambda p: p[k], default=None)
+            secs += [self._point_secs.get((experiment, point_key(self.study.name, experiment, p))) for p in (lo, hi) if p is not None]
+        secs = [s for s in secs if s is not None]
+        return max(secs) if secs else self._point_s(experiment)
 
     def _points_for(self, claims, maxr:int) -> dict[str, list]:
         "experiment -> [(point, repetitions recorded)] of the swept points the claims need and that have fewer than `maxr` repetitions."

@@ -611,8 +611,10 @@ def _need_inside(df:pl.DataFrame, endpoint:str, what:str, runtimes=('runc', 'run
         if not k.inside: raise NotMeasurable(what, f"{rt}: {_censored_why(k)}")
 
 def grid_step(df:pl.DataFrame, endpoint:str|None=None) -> float:
-    "The factor between neighbouring rates of the recorded grid of `endpoint` (10^(1/per_decade); the endpoints' grids may differ)."
-    rates = sorted(set(select_load(df, **({'endpoint': endpoint} if endpoint else {}))['rate'].to_list()))
+    "The factor between neighbouring rates of the recorded grid of `endpoint` (10^(1/per_decade); the endpoints' grids may differ), the rates a refinement round added between them left out."
+    s = select_load(df, **({'endpoint': endpoint} if endpoint else {}))
+    if 'refine' in s.columns: s = s.filter(pl.col('refine').is_null() | ~pl.col('refine').cast(pl.Boolean))
+    rates = sorted(set(s['rate'].to_list()))
     steps = sorted(b / a for a, b in zip(rates, rates[1:]))
     return steps[len(steps) // 2] if steps else 10 ** 0.1
 
@@ -621,18 +623,22 @@ def select_load(df:pl.DataFrame, metric:str='success_rate', **where) -> pl.DataF
     return select(df, metric, experiment='load', **where)
 
 class RepCurves:
-    "One runtime × endpoint's success (or other) curve per repetition, on the rates the campaign ran; a rate a repetition skipped past its collapse counts as 0."
+    "One runtime × endpoint's success (or other) curve per repetition, on the rates every repetition ran (a rate a repetition skipped past its collapse counts as 0; a rate some repetition has no record of yet, as a refinement round cut short leaves it, is left out)."
     def __init__(self, df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate'):
         s = select_load(df, metric, runtime=runtime, endpoint=endpoint)
         if s.is_empty():
             from researchkit.claims import not_measurable_reason
             why = not_measurable_reason(df, runtime=runtime, endpoint=endpoint) if 'runtime' in df.columns else None
             raise NotMeasurable(f"{runtime} {endpoint}", why or f"no records of {runtime} on the {endpoint} endpoint")
-        self.rates = sorted(set(s['rate'].to_list()))
+        self.runtime, self.endpoint = runtime, endpoint
         self.step = grid_step(df, endpoint)
         by = {}
         for r in s.iter_rows(named=True): by.setdefault(r['repetition'], {})[r['rate']] = r['value']
         self.reps = sorted(by)
+        ran = {rep: set(v) for rep, v in by.items()}
+        for r in select_load(df, 'beyond_collapse', runtime=runtime, endpoint=endpoint).iter_rows(named=True):
+            if r['repetition'] in ran: ran[r['repetition']].add(r['rate'])
+        self.rates = sorted(rate for rate in set(s['rate'].to_list()) if all(rate in ran[rep] for rep in self.reps))
         self.values = {rep: [v.get(rate, 0.0) for rate in self.rates] for rep, v in by.items()}
 
     def median(self, reps:list[int], i:int) -> float:
@@ -668,8 +674,17 @@ class RepCurves:
         "Did the median curve hold at the first rate and fall below `below` by the top one (a knee the grid resolves)?"
         return not self.below(self.reps, below) and self.knee(self.reps, below) <= self.rates[-1]
 
+    def finer(self, cell:tuple[float, float], what:str='knee') -> tuple:
+        "The `claims.Finer` point halving `cell` (its geometric middle, to 3 significant digits), when the curve ran both its ends and it is wider than the paper's grid step (10 rates a decade: finer says nothing the paper could); else ()."
+        from researchkit.claims import Finer
+        lo, hi = cell
+        if lo <= 0 or lo not in self.rates or hi not in self.rates or hi / lo <= PAPER_GRID_STEP * 1.01: return ()
+        mid = float(f"{math.sqrt(lo * hi):.3g}")
+        if not lo < mid < hi: return ()
+        return (Finer('load', {'runtime': self.runtime, 'endpoint': self.endpoint}, {'rate': mid}, f"{self.runtime} {self.endpoint} {what} in {lo:g}–{hi:g} req/s"),)
+
 def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|None=None, below_a:float=SUCCESS_KNEE):
-    "(estimate, low, high, n, both knees inside the grid, (resolution low, high)): knee of (a, endpoint) over knee of (b, b_endpoint) on the median curves over repetitions (interpolated knees), with a percentile bootstrap over repetitions (resampled jointly: a repetition of every curve ran in the same pass). The interval is never narrower than the knees' resolution: the ratio of the grid cells they fell in (0 or ∞ on the side a knee below the grid leaves open)."
+    "(estimate, low, high, n, both knees inside the grid, (resolution low, high), the `Finer` points halving the knees' cells): knee of (a, endpoint) over knee of (b, b_endpoint) on the median curves over repetitions (interpolated knees), with a percentile bootstrap over repetitions (resampled jointly: a repetition of every curve ran in the same pass). The interval is never narrower than the knees' resolution: the ratio of the grid cells they fell in (0 or ∞ on the side a knee below the grid leaves open)."
     from researchkit.claims import bootstrap
     ca, cb = RepCurves(df, a, endpoint), RepCurves(df, b, b_endpoint or endpoint)
     reps = sorted(set(ca.reps) & set(cb.reps))
@@ -677,22 +692,26 @@ def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|No
     est, lo, hi = bootstrap([reps], lambda g: ca.knee(g[0], below_a) / cb.knee(g[0]), resamples=2000)
     (la, ua), (lb, ub) = ca.cell(reps, below_a), cb.cell(reps)
     res = (la / ub, ua / lb if lb else math.inf)   # a knee is only known to lie in its cell; a ratio of two, to this range
-    return est, min(lo, res[0]), max(hi, res[1]), len(reps), ca.inside(below_a) and cb.inside(), res
+    finer = ca.finer((la, ua), 'knee' if below_a == SUCCESS_KNEE else 'collapse') + cb.finer((lb, ub))
+    return est, min(lo, res[0]), max(hi, res[1]), len(reps), ca.inside(below_a) and cb.inside(), res, finer
 
 def _decide_knees(kr, band, label):
-    "Decide a knee ratio; when the grid's resolution alone straddles the band, say so (a finer grid, not more repetitions, would decide it)."
+    "Decide a knee ratio; when the grid's resolution alone straddles the band, say so (a finer grid, not more repetitions, would decide it) and name the points between the grid's rates that would narrow it (`Verdict.finer`: a campaign's adaptive rounds measure them)."
     from researchkit.claims import decide, Verdict
-    est, lo, hi, n, _, (rlo, rhi) = kr
+    est, lo, hi, n, _, (rlo, rhi), finer = kr
     v = decide(est, lo, hi, band, n=n, label=label)
     edges = [e for e in band.edges() if rlo < e < rhi]
     if v.status == 'inconclusive' and edges and (rlo == 0 or math.isinf(rhi)):
         return Verdict('inconclusive', v.measured,
                        f"{label}: a knee lies below the grid's first rate, known only to be under it, which leaves the ratio anywhere in "
                        f"{rlo:.2f}–{'∞' if math.isinf(rhi) else f'{rhi:.2f}'}: a grid that starts lower, not more repetitions, would decide it", None)
+    between = ', '.join(f"{f.why}: {f.set['rate']:g}" for f in finer)
     if v.status == 'inconclusive' and edges:
         return Verdict('inconclusive', v.measured,
                        f"{label}: the knees are resolved only to their grid cells, which put the ratio anywhere in {rlo:.2f}–{rhi:.2f}: "
-                       f"that range straddles {edges[0]:g}; a finer rate grid near the knees, not more repetitions, would decide it", None)
+                       f"that range straddles {edges[0]:g}; a finer rate grid near the knees, not more repetitions, would decide it"
+                       + (f" (between the grid's rates: {between})" if finer else " (its cells are already as fine as the paper's grid)"),
+                       None, finer)
     return v
 
 def gaps(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc',
