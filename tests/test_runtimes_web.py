@@ -316,3 +316,34 @@ def test_no_point_pays_for_shrinking_the_prefork_pool(runtime):
                 assert out['pool_replaced'][0] == 0.0 and out['pool_processes'][0] >= grown, out
             seen[P['max_spare_servers']] = (grown, round(at_rest * 1e3, 2), round(after * 1e3, 2), round(out['cpu_s_per_request'][0] * 1e3, 1))
     print(f"{runtime}: MaxSpareServers -> (pool after 150 req/s, idle CPU ms/s at rest, after the burst, the next point's CPU ms/request) {seen}")
+
+
+@pytest.mark.parametrize('runtime', ['runc', 'runsc'])
+def test_a_point_between_the_grids_rates_starts_on_the_pool_the_point_below_left(runtime):
+    """A refinement round measures a rate between two the sweep ran after the whole sweep, on whatever server is live then (a fresh
+    one, after the other runtime's). The point below it had left Apache's pool grown; on a fresh pool the same rate fares worse
+    (runc's CPU endpoint at 94.4 req/s: 59 % answered on a fresh server's 6 processes, all on 69 and 100). So the point between
+    first grows the pool to what the point below it left, and records the pool it began with; a point of the sweep does not."""
+    from researchkit.core import validate
+    from researchkit.teardown import Teardown
+    from researchkit.networks.datapaths import Topology
+    from researchkit.runtimes.rootfs import rootfs_image
+    image = rootfs_image()
+    P = validate({'runtimes': [runtime], 'endpoints': ['cpu'], 'duration': 1, 'repetitions': 1, 'drain_s': 20,
+                  'rates': {'cpu': {'log10_from': 1, 'log10_to': 1}, 'io': {'log10_from': 0, 'log10_to': 0}}}, rw.SCHEMA)
+    pt = lambda rate, **kw: dict(runtime=runtime, endpoint='cpu', rate=rate, duration=1, timeout=6, **kw)
+    with Teardown() as td:
+        topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
+        servers = rw.Servers(td, P, topology=topo, image=image)
+        measure = rw.measure_fn(P, servers)
+        below = measure(pt(40.0), 0)   # the sweep's point below: a backlog of tens, a worker forked for each
+        left = below['pool_processes_after'][0]
+        assert below['drained'][0] == 1.0 and left > below['pool_processes'][0] > 0, below
+        servers.close()                # the refinement round comes after the sweep: another server is live by then
+        sweep_pt = measure(pt(3.0), 1)     # a point of the sweep on a fresh server starts on its pool (the next repetition's first)
+        assert sweep_pt['pool_processes'][0] < left, (sweep_pt, left)
+        servers.close()
+        between = measure(pt(50.0, refine=True), 0)
+        assert between['pool_processes'][0] >= left and between['drained'][0] == 1.0, (between, left)
+        print(f"{runtime}: the point below left {left:.0f} processes; a fresh server has {sweep_pt['pool_processes'][0]:.0f}; "
+              f"the point between began on {between['pool_processes'][0]:.0f} (success {between['success_rate'][0]:.2f})")

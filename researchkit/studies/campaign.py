@@ -44,6 +44,9 @@ def resolve_params(study:Study,           # the study whose schema decides
     given = {k: v for k, v in (given or {}).items() if v is not None}
     if all(k in given for k in _required(study.schema)): P = validate(given, study.schema, where='parameters')
     else: P = load_params(study.name, profile, overrides=given)
+    ids = [c.id for c in study.claims()]
+    unknown = [c for c in P.get('refine_claims') or [] if c not in ids]
+    if unknown: raise ConfigError('refine_claims', f"{study.name} has no claim {', '.join(map(repr, unknown))} (its claims: {', '.join(ids)})")
     try: same = P == load_params(study.name, profile)
     except ConfigError: same = False   # no such profile file: a custom run
     return P, profile if same else f"{profile}+custom"
@@ -249,6 +252,11 @@ class Campaign:
             if undecided.is_empty():
                 note({'round': rnd, 'stop': 'decided'}, {'rounds': (rnd, 'count')}, 'stopped: every claim with repetitions to add is decided'); break
             todo, skipped = self._finer_within(undecided, None if budget is None else budget * 60 - spent()) if refined < REFINE_ROUNDS else ([], [])
+            held = [i for i in undecided.filter(pl.col('finer').is_not_null())['id'] if i not in (self.P.get('refine_claims') or [i])]
+            if held and 'held' not in told:
+                told.add('held')
+                note({'round': rnd, 'refine': True, 'skip': 'refine_claims'}, {'claims': (len(held), 'count')},
+                     f"claim{'s' if len(held) > 1 else ''} {', '.join(held)}: open for the grid's resolution, not refined (refine_claims: {', '.join(self.P['refine_claims'])})")
             for cid, cost in skipped:
                 if cid in told: continue
                 told.add(cid)
@@ -303,7 +311,9 @@ class Campaign:
         the longest one measurement of its neighbours on the curve took in this process (else the experiment's mean), per repetition."""
         import json
         df, out, skipped, taken = self.records(), [], [], set()
+        allowed = self.P.get('refine_claims')
         for r in undecided.filter(pl.col('finer').is_not_null()).iter_rows(named=True):
+            if allowed is not None and r['id'] not in allowed: continue
             mine = []
             for e, match, set_, why in json.loads(r['finer']):
                 if e not in self._swept: continue

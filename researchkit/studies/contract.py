@@ -34,6 +34,8 @@ ADAPTIVE = {  # schema fields every study takes (`**ADAPTIVE` in its SCHEMA): re
                              help='adaptive: repeat the points an undecided claim needs, up to this many repetitions (None: no adaptive rounds)'),
     'budget_min': Field(float, min=0.1, max=100000, default=None,
                         help='measuring wall-time budget in minutes: an adaptive round that would end past it does not start'),
+    'refine_claims': Field(list, item=str, nonempty=True, default=None,
+                           help="adaptive: the claims (ids) whose points between the grid's values are measured when the grid alone leaves them open (None: every claim's)"),
 }
 
 def _no_notes(df) -> list[str]: return []

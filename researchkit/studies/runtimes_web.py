@@ -248,6 +248,28 @@ class Servers:
             self.start(runtime, config)
         return self.inst
 
+    def grow(self, n:int|None,          # processes the pool should have at least (Apache's parent and its workers)
+             *, rounds:int=2,           # rounds of load, at most
+            ) -> int|None:
+        """Grow the live server's prefork pool to at least `n` processes, then let it go idle; returns the pool then (None: the runtime
+        cannot tell, or `n` is None). wrk keeps a request in flight on `n` − 6 connections to the CPU endpoint (a worker busy per
+        connection; Apache forks until MinSpareServers, 5, are idle besides: 1, 2, 4, ... up to 32 a second, doubling from 1 again
+        each round) for as many seconds as that takes the pool from what it has to `n`, and 2 more. With MaxSpareServers at
+        MaxRequestWorkers the workers stay. A point between the
+        grid's rates runs after the sweep: this puts it on the pool its ascending place would have given it (the pool the point
+        below it left) — on a fresh server's 6 processes runc's CPU endpoint answered 59 % at 94.4 req/s, on 69 and 100 all (campaign
+        rk7d2d, 2026-11-27)."""
+        from researchkit.workloads.wrk import wrk
+        have = self.pool()
+        for _ in range(rounds):
+            if have is None or n is None or have >= n: break
+            d = n - have
+            secs = 2 + math.ceil(math.log2(min(d, 63) + 1)) + max(0, math.ceil((d - 63) / 32))   # 1 + 2 + ... + 32 = 63 in 6 s, then 32 a second
+            wrk(self.client_pod.node, self.url('cpu'), threads=1, connections=max(n - 6, 1), seconds=secs, timeout=30, cpus=self.P['client_cpus'])
+            self.drain(within=60)   # the requests in flight when wrk stopped finish before anything is measured
+            have = self.pool()
+        return have
+
     def start(self, runtime:str, config:str='default'):
         from researchkit.runtimes.adapters import get_runtime
         from researchkit.workloads.webapp import web_container, http_ready
@@ -318,12 +340,16 @@ def measure_fn(P:dict, servers:Servers):
     "The `measure(point, repetition)` callable of the load sweep."
     from researchkit.workloads.vegeta import attack
     collapsed: dict[tuple, float] = {}   # (runtime, endpoint, repetition) -> the rate where success fell to COLLAPSE
+    left: dict[tuple, dict] = {}         # (runtime, endpoint, repetition) -> {rate: Apache's processes its point left (None: not counted, or its server closed)}
     def measure(pt:dict, rep:int) -> dict:
         key = (pt['runtime'], pt['endpoint'], rep)
         if P['stop_after_collapse'] and key in collapsed and pt['rate'] > collapsed[key]:
             return {'beyond_collapse': (collapsed[key], 'req/s')}   # not loaded: the lower rate already collapsed
         # a 'grown' burst is meant for the pool its 'growing' point left (burst_fn); every other point starts on a pool at rest
         inst = servers.get(pt['runtime']) if pt.get('pool') == 'grown' else servers.rested(pt['runtime'])
+        if pt.get('refine') and hasattr(servers, 'grow'):   # between two rates the sweep ran, after it: on the pool the point below it left
+            below = [r for r in left.get(key, {}) if r < pt['rate']]   # (in this process: a resumed campaign's refinement starts on the pool it finds)
+            servers.grow(left[key][max(below)] if below else None)
         replaced, pool0 = pt.get('pool') != 'grown' and servers.replaced, servers.pool()
         cpu0 = inst.cpu_seconds()
         m = attack(servers.client_pod.node, servers.url(pt['endpoint']), rate=pt['rate'], duration=pt['duration'],
@@ -340,6 +366,7 @@ def measure_fn(P:dict, servers:Servers):
             out['pool_processes'], out['pool_replaced'] = (pool0, 'count'), (float(replaced), 'bool')
         pool1 = servers.pool()
         if pool1 is not None: out['pool_processes_after'] = (pool1, 'count')   # and after it drained: above rest, the next point gets a fresh server
+        left.setdefault(key, {})[pt['rate']] = pool1 if drained else None
         if drained:   # the whole cost of the point is in the cgroup: attribute it to the answered requests
             out['container_cpu_s'] = (cpu, 's')
             if ok: out['cpu_s_per_request'] = (cpu / ok, 's')
