@@ -212,6 +212,28 @@ def test_committed_cross_check_over_both_campaigns():
     assert any(l.startswith('- The geometric mean of those ratios over the points') for l in lines)
 
 
+@pytest.mark.skipif(not (COMMITTED/'runtimes-web'/'records.parquet').exists(), reason='no committed quick run')
+def test_committed_campaigns_agree_on_every_verdict():
+    """The verdicts the report sets side by side: the latest committed quick campaign and the one before it, measured
+    independently, reach the same verdict on every claim. A claim the profile refines (`refine_claims`) is never left open by
+    the grid alone: its points between were measured (or the grid decided it); the others, open for the grid's resolution, name
+    the rates between that would decide them."""
+    from researchkit.studies.catalog import load_params
+    store = ResultStore(COMMITTED)
+    camps = store.campaigns('runtimes-web').filter(pl.col('complete') & (pl.col('profile') == 'quick'))['campaign'][-2:].to_list()
+    tables = {c: evaluate(rw.claims(), store.campaign_records('runtimes-web', c)) for c in camps}
+    a, b = tables.values()
+    assert a['status'].to_list() == b['status'].to_list(), {c: t.select('id', 'status').rows() for c, t in tables.items()}
+    refined = set(load_params('runtimes-web', 'quick')['refine_claims'])
+    for c, t in tables.items():
+        by_grid = t.filter((pl.col('status') == 'inconclusive') & pl.col('finer').is_not_null())
+        assert not refined & set(by_grid['id']), (c, by_grid.select('id', 'reason').rows())
+        assert all("a finer rate grid near the knees" in r and "(between the grid's rates: " in r for r in by_grid['reason']), c
+        d = store.campaign_records('runtimes-web', c)
+        if 'refine' in d.columns:   # points between the grid's rates ran at every repetition of their curve
+            pts = d.filter(pl.col('refine').fill_null(False) & (pl.col('metric') == 'success_rate'))
+            assert (pts.group_by('runtime', 'endpoint', 'rate').agg(pl.col('repetition').n_unique())['repetition'] == 3).all(), pts
+
 @pytest.mark.parametrize('runtime,endpoint', [('runc', 'cpu'), ('runsc', 'cpu'), ('runc', 'io')])
 def test_closed_loop_window_accounts_for_every_request_it_pays_for(runtime, endpoint):
     """The attribution method: a closed-loop window's CPU per request is the server's cgroup CPU from the window's start to the

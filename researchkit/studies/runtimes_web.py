@@ -255,10 +255,10 @@ class Servers:
         cannot tell, or `n` is None). wrk keeps a request in flight on `n` − 6 connections to the CPU endpoint (a worker busy per
         connection; Apache forks until MinSpareServers, 5, are idle besides: 1, 2, 4, ... up to 32 a second, doubling from 1 again
         each round) for as many seconds as that takes the pool from what it has to `n`, and 2 more. With MaxSpareServers at
-        MaxRequestWorkers the workers stay. A point between the
-        grid's rates runs after the sweep: this puts it on the pool its ascending place would have given it (the pool the point
-        below it left) — on a fresh server's 6 processes runc's CPU endpoint answered 59 % at 94.4 req/s, on 69 and 100 all (campaign
-        rk7d2d, 2026-11-27)."""
+        MaxRequestWorkers the workers stay. A point between the grid's rates runs after the sweep: this puts it on the pool its
+        ascending place would have given it (the pool the point below it left) — on a fresh server's 6 processes runc's CPU
+        endpoint answered 59 % at 94.4 req/s, on 69 and 100 all (campaign rk7d2d, 2026-11-27). From 6 to 86 it took ~11 s under
+        runc and ~20 s under runsc (101 processes: Apache forks in doubling batches), from 13 to 16-28 a few seconds."""
         from researchkit.workloads.wrk import wrk
         have = self.pool()
         for _ in range(rounds):
