@@ -251,12 +251,14 @@ class Campaign:
             undecided = table.filter(pl.col('status') == 'inconclusive')
             if undecided.is_empty():
                 note({'round': rnd, 'stop': 'decided'}, {'rounds': (rnd, 'count')}, 'stopped: every claim with repetitions to add is decided'); break
-            todo, skipped = self._finer_within(undecided, None if budget is None else budget * 60 - spent()) if refined < REFINE_ROUNDS else ([], [])
-            held = [i for i in undecided.filter(pl.col('finer').is_not_null())['id'] if i not in (self.P.get('refine_claims') or [i])]
+            coarse, allowed = undecided.filter(pl.col('finer').is_not_null()), self.P.get('refine_claims')
+            held = [] if allowed is None else [i for i in coarse['id'] if i not in allowed]
+            mine = coarse.filter(~pl.col('id').is_in(held))
+            todo, skipped = self._finer_within(mine, None if budget is None else budget * 60 - spent()) if refined < REFINE_ROUNDS else ([], [])
             if held and 'held' not in told:
                 told.add('held')
                 note({'round': rnd, 'refine': True, 'skip': 'refine_claims'}, {'claims': (len(held), 'count')},
-                     f"claim{'s' if len(held) > 1 else ''} {', '.join(held)}: open for the grid's resolution, not refined (refine_claims: {', '.join(self.P['refine_claims'])})")
+                     f"claim{'s' if len(held) > 1 else ''} {', '.join(held)}: open for the grid's resolution, not refined (refine_claims: {', '.join(allowed)})")
             for cid, cost in skipped:
                 if cid in told: continue
                 told.add(cid)
@@ -305,15 +307,13 @@ class Campaign:
         return log
 
     def _finer_within(self, undecided:pl.DataFrame, left_s:float|None) -> tuple[list, list]:
-        """The undecided claims' `Finer` points not yet measured at every repetition of their curve, claim by claim while their cost
+        """The `Finer` points of the claims in `undecided` (rows of the claims table) not yet measured at every repetition of their curve, claim by claim while their cost
         fits `left_s` (None: no budget): ([(claim id, experiment, point, repetitions, why, set, seconds)], [(claim id, seconds) of the
         claims that did not fit]). A point is a swept point of the curve with the `Finer`'s values and `'refine': True`; its cost,
         the longest one measurement of its neighbours on the curve took in this process (else the experiment's mean), per repetition."""
         import json
         df, out, skipped, taken = self.records(), [], [], set()
-        allowed = self.P.get('refine_claims')
         for r in undecided.filter(pl.col('finer').is_not_null()).iter_rows(named=True):
-            if allowed is not None and r['id'] not in allowed: continue
             mine = []
             for e, match, set_, why in json.loads(r['finer']):
                 if e not in self._swept: continue

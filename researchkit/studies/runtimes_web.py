@@ -347,7 +347,7 @@ def measure_fn(P:dict, servers:Servers):
             return {'beyond_collapse': (collapsed[key], 'req/s')}   # not loaded: the lower rate already collapsed
         # a 'grown' burst is meant for the pool its 'growing' point left (burst_fn); every other point starts on a pool at rest
         inst = servers.get(pt['runtime']) if pt.get('pool') == 'grown' else servers.rested(pt['runtime'])
-        if pt.get('refine') and hasattr(servers, 'grow'):   # between two rates the sweep ran, after it: on the pool the point below it left
+        if pt.get('refine'):   # between two rates the sweep ran, after it: on the pool the point below it left
             below = [r for r in left.get(key, {}) if r < pt['rate']]   # (in this process: a resumed campaign's refinement starts on the pool it finds)
             servers.grow(left[key][max(below)] if below else None)
         replaced, pool0 = pt.get('pool') != 'grown' and servers.replaced, servers.pool()
@@ -522,7 +522,7 @@ class PodServers:
         url = endpoint_url(self.pod.ip, endpoint)   # with the port spelled out: the image has no /etc/services, where wrk looks 'http' up
         return url.replace(f"//{self.pod.ip}/", f"//{self.pod.ip}:{PORT}/", 1)
 
-    get, drain, pool, rested = Servers.get, Servers.drain, Servers.pool, Servers.rested
+    get, drain, pool, rested, grow = Servers.get, Servers.drain, Servers.pool, Servers.rested, Servers.grow   # (a pod's pool is not counted: grow does nothing)
     rest, replaced = None, False   # a pod's processes are not counted here: its pool is never replaced for being above rest
 
     def start(self, runtime:str, config:str='default'):
