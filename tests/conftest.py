@@ -72,3 +72,21 @@ def background():
         started.append(start(*args)); return started[-1]
     yield run
     for p in started: stop(p)
+
+def _sigint_disposition():
+    "How this process would take a Ctrl-C: the SIGINT handler and whether SIGINT is blocked in the main thread."
+    import signal
+    return signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+@pytest.fixture(autouse=True)
+def ctrl_c_still_interrupts():
+    """Fail the test that leaves this process's Ctrl-C changed (a handler replaced, or SIGINT blocked), and restore it: the tests
+    that send this process a real SIGINT (test_monitor, test_policy, ...) must get KeyboardInterrupt whatever ran before them."""
+    import signal
+    before = _sigint_disposition()
+    yield
+    after = _sigint_disposition()
+    if after != before:
+        signal.signal(signal.SIGINT, before[0])
+        if after[1] and not before[1]: signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        pytest.fail(f"this test left Ctrl-C changed: SIGINT handler {after[0]!r}, blocked {after[1]} (was {before[0]!r}, blocked {before[1]})")

@@ -1,9 +1,9 @@
 """The policy layer on another machine: an agent on an SSH test host (sshd in a namespace of this machine) holds real BPF
 programs and a real Landlock ruleset for a real runc container started over SSH; the proofs run there, rule updates and
 counters travel over the agent's socket, and everything is gone after close, an exception, or SIGKILL of the agent."""
-import json, time, pytest
+import json, pathlib, time, pytest
 from researchkit.core import ConfigError, NotMeasurable
-from researchkit.teardown import Teardown
+from researchkit.teardown import Teardown, Ledger, state_dir
 from researchkit.runtimes.container import Container, Mount, CGROUP_PARENT
 from researchkit.runtimes.adapters import get_runtime
 from researchkit.runtimes.rootfs import host_rootfs
@@ -23,10 +23,16 @@ def node(ssh_host):
     yield ssh_host.ssh_node('policy-remote')
     assert bpf_leftovers(before, prefix='rk_') == {}
 
+def _ledger_entries(text:str) -> list[dict]:
+    "Pending ledger entries naming `text`: in the tests' state dir and in the real one (/run/researchkit, what `researchkit cleanup` reads)."
+    dirs = {state_dir(), pathlib.Path('/run/researchkit')}
+    return [e for d in dirs if d.is_dir() for f in d.glob('rk*.jsonl') for e in Ledger.read(f)[1] if text in e['undo']]
+
 def _agent_gone(p) -> bool:
     deadline = time.monotonic() + 10
     while p.agent.proc.alive() and time.monotonic() < deadline: time.sleep(0.1)
-    return not p.agent.proc.alive() and not p.node.run(f"test -e {p.agent.sock}", check=False).ok
+    return (not p.agent.proc.alive() and not p.node.run(f"test -e {p.agent.sock}", check=False).ok
+            and _ledger_entries(p.agent.sock) == [])   # nothing left for `researchkit cleanup` to reap, even after a SIGKILL
 
 def test_rows_are_measured_by_the_remote_kernel(node):
     rows = remote_mechanism_rows(node)

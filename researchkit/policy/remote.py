@@ -70,7 +70,10 @@ def serve(sock:str, # Unix socket path the agent listens on (created here, remov
     for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT): signal.signal(s, stop)
     state = {}
     with Teardown() as td, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
-        td.add(f"agent socket {sock}", lambda: os.path.exists(sock) and os.unlink(sock), undo=f"rm -f {shlex.quote(sock)}")
+        # no ledger entry of the agent's own for its socket: the `Agent` that starts it registered the same `rm -f` in the run's
+        # ledger (for the right node) first; the agent's entry, in a ledger of its own run id, outlived every killed agent
+        # and was left for `researchkit cleanup` to reap after green test runs
+        td.callback(f"agent socket {sock}", lambda: os.path.exists(sock) and os.unlink(sock))
         srv.bind(sock + '.tmp'); os.rename(sock + '.tmp', sock); srv.listen(4)
         while True:
             conn, _ = srv.accept()
