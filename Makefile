@@ -14,8 +14,8 @@ reproduce: setup             ## reproduce every study on this testbed with the q
 	@for s in $(STUDIES); do $(VENV)/researchkit run $$s --profile $(PROFILE) --testbed $(TESTBED) || exit 1; done
 	$(VENV)/researchkit report
 
-test: setup export-check nbdev-test  ## everything CI runs
-	$(VENV)/pytest -q --durations=30
+test: setup export-check nbdev-test  ## everything CI runs (the files on two workers: tests/conftest.py says what stays alone)
+	$(VENV)/pytest -q --durations=30 -n 2 --dist loadgroup --no-loadscope-reorder
 
 export-check:                ## researchkit/ must be exactly what nbs/ exports
 	@$(VENV)/nbdev-export

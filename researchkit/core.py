@@ -6,13 +6,13 @@ Docs: https://researchkit.github.io/researchkit/core.html.md"""
 
 # %% ../nbs/00_core.ipynb #c003
 from __future__ import annotations
-import os, re, secrets, pathlib
+import os, re, secrets, pathlib, fcntl, contextlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 # %% auto #0
 __all__ = ['RUN_ID_RE', 'ResearchkitError', 'ConfigError', 'NotMeasurable', 'Field', 'validate', 'new_run_id', 'current_run_id',
-           'project_root', 'cache_dir', 'markdown_table']
+           'project_root', 'cache_dir', 'host_lock', 'markdown_table']
 
 # %% ../nbs/00_core.ipynb #c005
 class ResearchkitError(Exception):
@@ -138,6 +138,15 @@ def cache_dir(*parts:str) -> pathlib.Path:
     d = pathlib.Path(os.environ.get('RESEARCHKIT_CACHE') or project_root()/'.cache').joinpath(*parts)
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+@contextlib.contextmanager
+def host_lock(name:str):
+    "Exclusive `flock` on `/run/lock/researchkit-<name>.lock` for the `with` block: one process of this machine at a time (released if it dies)."
+    fd = os.open(f"/run/lock/researchkit-{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally: os.close(fd)
 
 # %% ../nbs/00_core.ipynb #c015
 def _md_cell(v) -> str:

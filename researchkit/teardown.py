@@ -172,12 +172,13 @@ def reap(run_id:str|None=None, # reap this run even if its owner is alive (the C
          runners:dict|None=None, # node name -> callable(cmd) for remote nodes; local commands run here
          root:pathlib.Path|None=None,
         ) -> list[str]:
-    "Replay the pending undo steps of dead runs (or of `run_id`), newest first. Returns what was undone."
+    "Replay the pending undo steps of dead runs (or of `run_id`), newest first. Returns what was undone. Another process may reap at the same time: a ledger it removed since the glob is skipped."
     root = root or state_dir(); undone = []
     for path in sorted(root.glob('rk*.jsonl')):
         rid = path.stem
         if not RUN_ID_RE.match(rid): continue
-        owners, pending = Ledger.read(path)
+        try: owners, pending = Ledger.read(path)
+        except FileNotFoundError: continue   # reaped or tidied by another process since the glob
         if run_id is not None and rid != run_id: continue
         if run_id is None and (not owners or any(pid_alive(o['owner'], o.get('start')) for o in owners)): continue
         left = []
@@ -187,7 +188,7 @@ def reap(run_id:str|None=None, # reap this run even if its owner is alive (the C
             try: run(e['undo']); undone.append(f"{rid}: {e['label'] or e['undo']}")
             except Exception as ex: log.warning('reap %s: %s failed: %s', rid, e['label'], ex); left.append(e)
         if left:  # remote entries we could not reach stay for `researchkit cleanup --testbed`
-            tmp = path.with_suffix('.tmp')
+            tmp = path.with_suffix(f'.{os.getpid()}.tmp')
             tmp.write_text(''.join(json.dumps(x)+'\n' for x in owners + list(reversed(left))))
             os.replace(tmp, path)
         else: path.unlink(missing_ok=True)

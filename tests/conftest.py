@@ -1,9 +1,32 @@
 """Session-wide guard: whatever the tests create (namespaces, links, processes, containers, cgroups, overlay mounts,
-BPF programs and maps) must be gone at the end."""
-import glob, json, os, subprocess, tempfile, time, pytest
+BPF programs and maps) must be gone at the end.
 
-# tests keep their ledgers apart from real runs
-os.environ.setdefault('RESEARCHKIT_STATE', tempfile.mkdtemp(prefix='rk-test-state-'))
+`make test` runs the files on two pytest-xdist workers (`-n 2 --dist loadgroup`: a file's tests, and so its module fixtures,
+stay on one worker). The guard then runs in the controller, around both workers; a test marked `exclusive` (it compares the
+whole host before and after, or measures time or CPU) runs while the other worker waits between its tests."""
+import fcntl, glob, json, os, subprocess, tempfile, time, pathlib, contextlib, pytest
+
+WORKER = os.environ.get('PYTEST_XDIST_WORKER')   # 'gw0', 'gw1' in a worker of `pytest -n 2`; None in the controller or a plain run
+
+# tests keep their ledgers apart from real runs, and each worker from the other's (a test that reaps dead runs reaps only its worker's);
+# each worker names what it creates with a run id of its own
+if WORKER:
+    os.environ['RESEARCHKIT_STATE'] = tempfile.mkdtemp(prefix=f'rk-test-state-{WORKER}-')
+    os.environ.pop('RESEARCHKIT_RUN_ID', None)
+else: os.environ.setdefault('RESEARCHKIT_STATE', tempfile.mkdtemp(prefix='rk-test-state-'))
+# Ctrl-C as in a terminal: a shell starts a background job (`make test &`, a CI step) with SIGINT ignored, and Python then installs no
+# handler of its own, so the tests that send this process a real SIGINT (test_monitor, test_policy, ...) would get nothing
+import signal as _signal
+if _signal.getsignal(_signal.SIGINT) is _signal.SIG_IGN: _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+
+# the lock the workers share (made by the controller before it starts them; they inherit its environment)
+if not WORKER: os.environ['RK_TEST_LOCK'] = tempfile.mkdtemp(prefix='rk-test-lock-')
+
+# The costliest files first (warm seconds measured on 937c945 with --junitxml), so that the worker that gets test_kube is not also
+# handed the next heaviest while the other idles at the end; the rest keep their order. Only the order of whole files changes.
+SLOWEST_FIRST = ('test_kube.py', 'test_runtimes_web.py', 'test_hlf_ec.py', 'test_image.py', 'test_ssh_testbed.py', 'test_hlf_kata.py',
+                 'test_ledger_network.py', 'test_cli.py', 'test_datapaths.py', 'test_fabload.py', 'test_study_notebooks.py', 'test_runtimes.py',
+                 'test_lsm_bpf.py')
 
 LEAKY = ('iperf3', 'sockperf', 'sshd', 'mpirun', 'orted', 'alltoall', 'vegeta', 'apache2', 'runsc', 'runc', 'crun', 'dockerd', 'containerd',
          'etcd', 'kube-', 'kubelet', 'catatonit')
@@ -54,14 +77,85 @@ def _bpf_after(before:set, timeout:float=2.0) -> set:
     while (now := _bpf()) - before and time.monotonic() < deadline: time.sleep(0.1)
     return now
 
-@pytest.fixture(scope='session', autouse=True)
-def nothing_leaks():
+def _snapshot(): return (_namespaces(), _links(), _procs(), _containers(), _bpf())
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', "exclusive: runs while no other test runs (it compares the whole host before and after, or "
+                                       "measures time or CPU): the other xdist worker waits between its tests")
+
+def pytest_sessionstart(session):
+    if not WORKER: session.config._rk_before = _snapshot()
+
+def pytest_sessionfinish(session, exitstatus):
     "Fail the session if it leaves a namespace, link, workload process, container, cgroup, mount, scratch dir or BPF program/map behind."
-    before = (_namespaces(), _links(), _procs(), _containers(), _bpf())
-    yield
+    before = getattr(session.config, '_rk_before', None)
+    if WORKER or before is None: return
     after = (_namespaces(), _links(), _procs(), _containers(), _bpf_after(before[-1]))
     leaked = {kind: sorted(a - b) for kind, a, b in zip(('namespaces', 'links', 'processes', 'containers', 'bpf'), after, before) if a - b}
-    assert not leaked, f"tests leaked: {leaked}"
+    if leaked:
+        tr = session.config.pluginmanager.get_plugin('terminalreporter')
+        if tr: tr.write_line(f"LEAK GUARD: tests leaked: {leaked}", red=True, bold=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+# Files that must run on one worker, one after the other (`--dist loadgroup`; every other file is a group of its own, so its
+# module fixtures start once): the Kubernetes cluster and the Docker engine both run a containerd on /run/containerd.
+GROUPS = {'test_kube.py': 'containerd', 'test_image.py': 'containerd'}
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(session, config, items):
+    """The `exclusive` tests form one group that runs first, one test after the other (their files' module fixtures, all cheap,
+    start again there): a test waiting to run alone waits once for the other worker's current test, not once a file. In a
+    GROUPS file they stay with it, first. Then the costliest files first; otherwise pytest's order. (A plain run keeps pytest's order.)"""
+    if not WORKER: return
+    first = {}
+    for i, it in enumerate(items): first.setdefault(it.path, i)
+    alone = lambda it: it.get_closest_marker('exclusive') is not None
+    group = lambda it: GROUPS.get(it.path.name) or ('exclusive' if alone(it) else it.path.stem)
+    rank = lambda it: (group(it) != 'exclusive', SLOWEST_FIRST.index(it.path.name) if it.path.name in SLOWEST_FIRST else len(SLOWEST_FIRST),
+                       first[it.path], not alone(it))
+    items.sort(key=rank)   # stable
+    for it in items: _in_group(it, group(it))
+
+def _in_group(item, name:str):
+    """What `@pytest.mark.xdist_group(name)` does under `--dist loadgroup`: the node id gets `@name`, and the controller sends the
+    tests of one suffix to one worker. (xdist 3.8 writes the suffix to `item._nodeid`, which pytest 9 no longer reads: it keeps
+    the id in `item._id`, so the mark alone groups nothing and a file's tests were spread over both workers.)"""
+    item.add_marker(pytest.mark.xdist_group(name))
+    if hasattr(item, '_id'):
+        from _pytest.nodeid import coerce_node_id
+        item._id = coerce_node_id(f"{item.nodeid}@{name}")
+    else: item._nodeid = f"{item.nodeid}@{name}"
+
+class _Turns:
+    """The workers' shared lock: shared for most tests, alone for an `exclusive` one. A test waiting to run alone holds the gate, so the
+    other worker cannot start test after test ahead of it; a run of `exclusive` tests in a row keeps the lock between them."""
+    def __init__(self): self.f, self.mode = None, None
+
+    def take(self, mode:int):
+        if self.mode == mode: return
+        self.give()
+        d = pathlib.Path(os.environ['RK_TEST_LOCK'])
+        with open(d/'gate', 'a') as gate:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            self.f = open(d/'turn', 'a')
+            fcntl.flock(self.f, mode)
+        self.mode = mode   # (closing the gate's file let it go)
+
+    def give(self):
+        if self.f: self.f.close()   # closing the file lets the lock go
+        self.f, self.mode = None, None
+
+_turns = _Turns()
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    "Around a test's setup, call and teardown (module fixtures start in their first test's setup and stop in their last one's teardown)."
+    if not WORKER: return (yield)
+    alone = lambda it: it is not None and it.get_closest_marker('exclusive') is not None
+    _turns.take(fcntl.LOCK_EX if alone(item) else fcntl.LOCK_SH)
+    try: return (yield)
+    finally:
+        if not (alone(item) and alone(nextitem)): _turns.give()
 
 @pytest.fixture
 def background():

@@ -4,6 +4,7 @@ import polars as pl
 import pytest
 from _cli import cli
 import _cli
+from researchkit.cli import kernels_of
 from researchkit.results.store import ResultStore
 from researchkit.studies import cni_net as cn
 
@@ -28,11 +29,7 @@ def _leftovers(run_id):
     (['run', 'cni-net', '--profile', 'smoke', '--testbed', 'tests/data/bad-testbed.yaml'], 'nodes[0].kind'),
 ])
 def test_bad_input_fails_before_anything_starts(args, field, tmp_path):
-    before = _netns()
-    r = cli(*args, '--results', str(tmp_path/'r'))
-    assert r.returncode == 2, r.stderr
-    assert field in r.stderr, r.stderr
-    assert _netns() == before and not (tmp_path/'r').exists()
+    _cli.assert_rejected(args, field, tmp_path)   # no namespace of this command's run ids, no results directory
 
 def test_doctor_prints_capabilities():
     r = cli('doctor')
@@ -40,9 +37,19 @@ def test_doctor_prints_capabilities():
     for item in ('veth', 'vxlan', 'macvlan', 'ipvlan', 'kvm', 'iperf3'):
         assert item in r.stdout
 
-def _new_run_ids(before):
-    "Run prefixes of namespaces that were not there `before`."
-    return sorted({n.split('-')[0] for n in _netns() - before if re.match(r'^rk[0-9a-f]{4}-', n)})
+def _run_of(p) -> tuple[str|None, int|None]:
+    """(run id, kernel pid) of the run the CLI `p` started: its Jupyter kernel (a descendant of `p`) and the RESEARCHKIT_RUN_ID the CLI
+    gave it; (None, None) before the kernel is up. Never another test's run (another xdist worker runs studies at the same time)."""
+    for k in kernels_of(p.pid):
+        try: env = pathlib.Path(f'/proc/{k}/environ').read_bytes().split(b'\0')
+        except OSError: continue
+        rid = next((e.split(b'=', 1)[1].decode() for e in env if e.startswith(b'RESEARCHKIT_RUN_ID=')), None)
+        if rid and re.fullmatch(r'rk[0-9a-f]{4}', rid): return rid, k
+    return None, None
+
+def _has_netns(run_id) -> bool:
+    "The run has namespaces up."
+    return any(n.startswith(f'{run_id}-') for n in _netns())
 
 def _kernels_of_run(run_id):
     out = subprocess.run(['pgrep', '-f', 'ipykernel'], capture_output=True, text=True).stdout.split()
@@ -74,15 +81,14 @@ def test_run_killed_midway_leaves_nothing_and_resumes_and_no_tracked_file_change
     runs/smoke/figures/, and never touches results/, figures/ or REPORT.md. (One smoke run carries both paths: a separate
     uninterrupted run measured the same points again, ~45 s.)"""
     tracked, report = _tracked_changes(), (ROOT/'figures'/'REPORT.md').read_bytes()
-    before = _netns()
     p = background('run', 'cni-net', '--profile', 'smoke', '--new-campaign', '--no-progress')
     run_id, deadline = None, time.monotonic() + 240
     # wait until the run has recorded some measurements and has namespaces up
     while time.monotonic() < deadline:
         time.sleep(1)
         if run_id is None:
-            ids = _new_run_ids(before)
-            if ids: run_id = ids[0]
+            rid, _ = _run_of(p)
+            if rid and _has_netns(rid): run_id = rid
         r = _smoke_records(run_id=run_id) if run_id else None
         if r is not None and (r['experiment'] == 'throughput').sum() >= 3: break
         assert p.poll() is None, p.communicate()
@@ -113,16 +119,12 @@ def test_run_killed_midway_leaves_nothing_and_resumes_and_no_tracked_file_change
 
 def test_crashed_kernel_is_reaped(tmp_path, background):
     "SIGKILL of the kernel (no finally, no atexit): the CLI replays the run's ledger."
-    before = _netns()
     p = _start(background, tmp_path)
     deadline, kernel, run_id = time.monotonic() + 240, None, None
     while time.monotonic() < deadline:
         time.sleep(0.5)
-        ids = _new_run_ids(before)
-        if ids:
-            run_id = ids[0]
-            ks = _kernels_of_run(run_id)
-            if ks: kernel = ks[0]; break
+        run_id, k = _run_of(p)   # this CLI's own kernel, once its run has namespaces up
+        if run_id and _has_netns(run_id): kernel = k; break
         assert p.poll() is None, p.communicate()
     assert kernel, 'no kernel found'
     os.kill(kernel, signal.SIGKILL)
@@ -132,13 +134,12 @@ def test_crashed_kernel_is_reaped(tmp_path, background):
 
 def test_killed_cli_stops_its_run_and_cleanup_reaps_it(tmp_path, background):
     "SIGKILL of the CLI itself: papermill and the kernel go too, and `researchkit cleanup` removes what they left."
-    before = _netns()
     p = _start(background, tmp_path)
     deadline, run_id = time.monotonic() + 240, None
     while time.monotonic() < deadline and not run_id:
         time.sleep(0.5)
-        ids = _new_run_ids(before)
-        if ids and _kernels_of_run(ids[0]): run_id = ids[0]
+        rid, _ = _run_of(p)   # this CLI's own kernel, once its run has namespaces up
+        if rid and _has_netns(rid): run_id = rid
         assert p.poll() is None, p.communicate()
     assert run_id, 'the run never started'
     p.kill(); p.wait()

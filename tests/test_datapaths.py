@@ -71,6 +71,7 @@ SNIFF = ("import socket,sys,time;s=socket.socket(socket.AF_PACKET,socket.SOCK_RA
          " if f[12:14]==b'\\x08\\x00' and f[23]==47: gre+=1\n else: other+=1\n"
          "print(gre,other)")
 
+@pytest.mark.exclusive   # the 2 MB must cross the wire within the sniffer's 4 s (it starts after a 0.3-s sleep)
 def test_ovs_gre_frames_on_the_wire_are_gre(td):
     t = Topology('ovs-gre', teardown=td).up()
     a, b = t.pods

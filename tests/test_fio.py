@@ -15,6 +15,7 @@ def tmpdir_():
     yield d
     L.run(f"rm -rf {shlex.quote(d)}")
 
+@pytest.mark.exclusive   # job_runtime 990-1100 ms and > 100 IOPS
 def test_paper_job_on_a_temp_dir(tmpdir_):
     m = fio(L, directory=tmpdir_, nrfiles=100, filesize=16 << 10, bs=4096, seconds=1, cpus=0)
     w = m['write_iops'][0]
@@ -32,6 +33,7 @@ def _openat_counts(variant, d, **kw):
     opens = sum(1 for l in open(trace) if f'"{sub}/' in l)
     return opens, parse_fio(r.stdout, variant, kw['nrfiles'])
 
+@pytest.mark.exclusive   # > 1000 writes in 1 s under strace
 def test_open_counts_are_what_the_notebook_says(tmpdir_):
     "'paper': 2 opens per file (layout + job), none per I/O; 'open': exactly one open per I/O."
     opens, m = _openat_counts('paper', tmpdir_, nrfiles=50, filesize=16 << 10, bs=4096, seconds=1)
@@ -40,6 +42,7 @@ def test_open_counts_are_what_the_notebook_says(tmpdir_):
     opens, m = _openat_counts('open', tmpdir_, nrfiles=50, filesize=4096, bs=4096, seconds=1)
     assert m['file_opens'][0] == m['write_ios'][0] == opens > 50
 
+@pytest.mark.exclusive   # > 1000 writes in 1 s, p50 completion latency < 1 ms
 def test_open_variant_on_tmpfs():
     m = fio(L, variant='open', nrfiles=100, seconds=1, cpus=0)
     assert m['file_opens'][0] == m['write_ios'][0] > 1000 and 0 < m['write_clat_p50_ns'][0] < 1e6

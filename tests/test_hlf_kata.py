@@ -10,7 +10,7 @@ from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
 from researchkit.ledger.spec import FABRIC_ROOT
 from _fabric_fixtures import fabric, netns_names as _netns, run_leftovers as leftovers
-from _cli import cli, assert_rejected_before_start
+from _cli import cli, assert_rejected_before_start, run_ids, new_netns
 
 
 def test_profiles_scale_the_paper_and_keep_its_shape():
@@ -39,7 +39,7 @@ def test_profiles_scale_the_paper_and_keep_its_shape():
     ('rates=[1.5]', 'rates[0]'),                                                                      # above the calibrated capacity it is a fraction of
 ])
 def test_bad_input_fails_before_anything_starts(param, field, tmp_path):
-    assert_rejected_before_start('hlf-kata', param, field, tmp_path, leftovers_glob=f'{FABRIC_ROOT}/rk*')
+    assert_rejected_before_start('hlf-kata', param, field, tmp_path, leftovers_glob=f'{FABRIC_ROOT}/{{rid}}-*')   # the command's run ids only
 
 @fabric
 def test_smoke_run_interrupted_then_resumed_runs_end_to_end(tmp_path, background):
@@ -120,7 +120,8 @@ def test_smoke_run_interrupted_then_resumed_runs_end_to_end(tmp_path, background
     assert figs >= {'fig3a_tps_latency.png', 'fig3b_cpu.png', 'fig4_vcpu.png', 'cpu_over_time.png', 'cpu_by_class.png'}, figs
     assert 'stand-in for kata' in (tmp_path/'figures'/'hlf-kata'/'fig3a_tps_latency.svg').read_text()
     for rid in df['run_id'].unique(): assert not leftovers(rid), leftovers(rid)
-    assert _netns() == before
+    ids = run_ids(err, r.stderr, records=df['run_id'].unique())   # both runs' (another xdist worker's namespaces come and go)
+    assert not new_netns(before, ids), new_netns(before, ids)
 
 def _fifo_rows(rate:float, service_s:float, seconds:float, warmup:float=1.0) -> pl.DataFrame:
     "rk-load's rows for an open loop at `rate` onto one FIFO server taking `service_s` per tx (committed when served)."

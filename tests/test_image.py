@@ -1,6 +1,7 @@
 """The shared-reproduction image: the repository's Dockerfile built by a real Docker engine started here (no registry:
 local base images), JupyterLab answering inside it, `researchkit doctor` and the cni-net smoke study run inside it, the
-records read back, and the host left exactly as it was (links, iptables, ip_forward, mounts, cgroups, paths, processes).
+records read back, and nothing of the engine's footprint left on the host (its links, iptables lines, ip_forward, mounts,
+cgroups, paths, processes: the host is shared with the other test worker, whose own come and go meanwhile).
 
 The first build on a machine took 96 s here (Debian packages and the Python environment downloaded inside the image;
 the pinned Go tools come from this host's builds); later ones reuse the engine's layer cache (~/.cache/researchkit/docker)
@@ -8,9 +9,9 @@ up to the `COPY` of the checkout (8 s)."""
 import json, subprocess, time, pytest
 from researchkit.core import project_root
 from researchkit.results.store import ResultStore
-from researchkit.core import NotMeasurable
+from researchkit.core import NotMeasurable, new_run_id
 from researchkit.runtimes.docker_engine import (DockerEngine, engine_unavailable, install_engine, base_images, tools_image,
-                                                build_image, host_state, state_diff)
+                                                build_image, state_diff)
 
 pytestmark = pytest.mark.timeout(3600)
 TAG = 'researchkit:test'
@@ -106,7 +107,7 @@ def test_binder_without_privileges(engine, image):
     assert 'REPORT.md' in r.stdout
 
 def test_host_left_as_found(engine, container):
-    "Removing the container and stopping the engine leave no link, rule, mount, cgroup, path or process behind."
+    "Removing the container and stopping the engine leave no link, rule, mount, cgroup, path or process of the engine's behind."
     engine.docker('rm', '-f', container, timeout=120)
     engine.stop()
     assert engine.left == {}, engine.left
@@ -125,25 +126,28 @@ def test_engine_of_a_killed_run_is_cleaned_up(engine, image):
     from researchkit.teardown import reap
     engine.stop()                              # the module's engine (already stopped when the tests run in order) frees the data root
     assert engine.left == {}
-    before = host_state()
-    env = {k: v for k, v in os.environ.items() if k != 'RESEARCHKIT_RUN_ID'}   # a run of its own, as a separate `researchkit run`
+    rid = new_run_id()
+    while rid == engine.run_id: rid = new_run_id()
+    other = DockerEngine(run_id=rid)           # the killed run's engine as it will be named: its footprint is what must go
+    before = other.footprint()
+    env = {**os.environ, 'RESEARCHKIT_RUN_ID': rid}   # a run of its own, as a separate `researchkit run`
     p = subprocess.Popen([sys.executable, '-c', KILLED_OWNER, image['build_args']['BASE_IMAGE']], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert p.stdout.readline().strip() == 'running', p.stderr.read()[-2000:]
-        assert any(x.startswith('dockerd[') for x in host_state()['processes'])
+        assert any(x.startswith('dockerd[') for x in other.footprint()['processes'])
     finally:
         os.kill(p.pid, signal.SIGKILL); p.wait()
     undone = reap()
     assert any('docker engine' in u for u in undone), undone
     deadline, left = time.monotonic() + 10, None
-    while time.monotonic() < deadline and (left := state_diff(before, host_state())): time.sleep(0.25)
+    while time.monotonic() < deadline and (left := state_diff(before, other.footprint())): time.sleep(0.25)
     assert not left, left
 
 def test_a_start_that_fails_leaves_nothing(engine):
     "dockerd not answering in time: the start raises not-measurable with the reason and has already undone the engine."
     engine.stop()
-    before = host_state()
     e = DockerEngine(start_timeout=0.001)
+    before = e.footprint()
     with pytest.raises(NotMeasurable) as err: e.start()
     assert 'did not answer' in str(err.value)
-    assert e.left == {} and not state_diff(before, host_state())
+    assert e.left == {} and not state_diff(before, e.footprint())

@@ -1,7 +1,7 @@
 """The Fabric network spec and its templates, without Fabric: bad input refused before anything starts (naming the field),
 configtx.yaml, environment, enrollment script, external builder, chaincode package, sdk profile, placement."""
-import io, os, json, tarfile, subprocess, pytest, yaml
-from researchkit.core import ConfigError
+import io, os, re, json, tarfile, subprocess, pytest, yaml
+from researchkit.core import ConfigError, current_run_id
 from researchkit.teardown import Teardown
 from researchkit.runtimes.container import node_limits
 from researchkit.ledger.spec import (NetworkSpec, OrgSpec, Limits, Layout, check_limits, check_endorsement, placement, configtx,
@@ -34,6 +34,12 @@ def test_bad_spec_names_the_field(kw, field):
     with pytest.raises(ConfigError) as e: NetworkSpec(**kw).validate()
     assert e.value.where == field, e.value
 
+def _fabric_dirs_of_this_process() -> list[str]:
+    "What is in FABRIC_ROOT but another run's (`rkXXXX-...`): another xdist worker's networks come and go meanwhile; a `Network` made here is `<this run id>-NNNN`."
+    mine = lambda d: d.startswith(f'{current_run_id()}-') or not re.match(r'rk[0-9a-f]{4}-', d)
+    try: return sorted(d for d in os.listdir(FABRIC_ROOT) if mine(d))
+    except FileNotFoundError: return []   # (another run's undo removes it when it empties it)
+
 @pytest.mark.parametrize('spec,field', [
     (NetworkSpec(orderers=0), 'orderers'), (NetworkSpec(runtime='kubernetes'), 'runtime'),
     (NetworkSpec(limits={'peer': Limits(cpus=float(CORES + 1))}), 'limits.peer.cpus'),
@@ -42,12 +48,12 @@ def test_bad_spec_names_the_field(kw, field):
     ({'orgs': [{'name': 'org1', 'peers': 0}]}, 'orgs[0].peers'), ({'orderers': 1, 'bogus': 2}, 'bogus'),
     (NetworkSpec(block_file_mib=3), 'block_file_mib')])
 def test_network_rejects_bad_input_before_anything_starts(spec, field):
-    before = sorted(os.listdir(FABRIC_ROOT)) if os.path.isdir(FABRIC_ROOT) else []
+    before = _fabric_dirs_of_this_process()
     with Teardown() as td:
         with pytest.raises(ConfigError) as e: Network(spec, teardown=td)
         assert len(td) == 0   # nothing was registered, so nothing was created
     assert e.value.where == field, e.value
-    assert (sorted(os.listdir(FABRIC_ROOT)) if os.path.isdir(FABRIC_ROOT) else []) == before
+    assert _fabric_dirs_of_this_process() == before
 
 def test_quota_above_the_hosts_cores_says_so():
     with pytest.raises(ConfigError, match=f'above the {CORES} cores'):

@@ -7,7 +7,7 @@ from researchkit.studies.catalog import load_params
 from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
 from researchkit.policy.bpfprog import bpf_ids
-from _cli import CLI, cli
+from _cli import CLI, cli, assert_rejected, run_ids, new_netns
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMMITTED = ROOT/'results'
@@ -34,18 +34,20 @@ def test_profiles_keep_the_paper_workloads_and_the_rule_sweep():
     ('net_mechanisms=[landlock]', 'net_mechanisms'),
     ('wrk={variants: [keepalive], connections: 0, seconds: 1}', 'wrk.connections'),
 ])
+@pytest.mark.exclusive   # no new BPF object of any name on the host: names carry no run id, and another worker's tc programs no holder
 def test_bad_input_fails_before_anything_is_loaded(param, field, tmp_path):
-    before, progs = _netns(), bpf_ids()
-    r = cli('run', 'lsm-bpf', '--profile', 'smoke', '--param', param, '--results', str(tmp_path/'r'))
-    assert r.returncode == 2, r.stderr
-    assert field in r.stderr, r.stderr
-    assert _netns() == before and bpf_ids() == progs and not (tmp_path/'r').exists()
+    progs = bpf_ids()
+    # no namespace of the command's run ids, no results directory
+    assert_rejected(['run', 'lsm-bpf', '--profile', 'smoke', '--param', param], field, tmp_path)
+    # nothing new loaded (new only: the kernel may still be freeing the other worker's last objects)
+    now = bpf_ids()
+    assert all(not now[k] - progs[k] for k in now), {k: sorted(now[k] - progs[k]) for k in now}
 
 def test_smoke_run_end_to_end(tmp_path):
     "The study notebook through the CLI with the smoke profile: the proof first, then every sweep, the LSM row with its reason."
     before = _netns()
     r = cli('run', 'lsm-bpf', '--profile', 'smoke', '--results', str(tmp_path/'results'),
-            '--figures', str(tmp_path/'figures'), '--no-progress', timeout=600)
+            '--figures', str(tmp_path/'figures'), '--no-progress', timeout=600)   # (it inherits this process's run id)
     assert r.returncode == 0, r.stderr[-4000:]
     df = ResultStore(tmp_path/'results').load('lsm-bpf')
     proof = df.filter(pl.col('experiment') == 'enforcement')
@@ -69,7 +71,10 @@ def test_smoke_run_end_to_end(tmp_path):
     assert table['id'].to_list() == ['1', '2', 'lsm', 'landlock', 'tp-openat', 'cgroup-connect']
     assert table.filter(pl.col('id').is_in(['landlock', 'tp-openat', 'cgroup-connect']))['status'].to_list() == ['reproduced'] * 3
     assert {p.name for p in (tmp_path/'figures').rglob('*.png')} >= {'table2.png', 'fig3_rules.png', 'percall_ns.png'}
-    assert _netns() == before and not list(pathlib.Path('/sys/fs/cgroup/unified/researchkit').glob('rk*'))
+    # no namespace or cgroup2 dir of this run's ids is left (another xdist worker's containers and namespaces come and go meanwhile)
+    ids = run_ids(r.stderr, records=df['run_id'].unique())
+    cg = [p for rid in ids for p in pathlib.Path('/sys/fs/cgroup/unified/researchkit').glob(f'{rid}*')]
+    assert not new_netns(before, ids) and not cg, (new_netns(before, ids), cg)
 
 @pytest.mark.skipif(not (COMMITTED/'lsm-bpf'/'records.parquet').exists(), reason='no committed quick run')
 def test_committed_quick_campaign_decides_from_real_records():

@@ -3,16 +3,17 @@ IPv4-mapped), scoping to the container, rule updates while attached, hook counte
 after an exception, Ctrl-C and SIGKILL of the owner (+ `researchkit cleanup`), and bad input refused before anything loads."""
 import os, sys, json, time, signal, socket, subprocess, textwrap
 import pytest
-from researchkit.core import ConfigError, NotMeasurable, new_run_id
+from researchkit.core import ConfigError, NotMeasurable, new_run_id, current_run_id
 from researchkit.teardown import Teardown, state_dir
 from researchkit.testbed.nodes import LocalNode
 from researchkit.runtimes.container import Container, Mount, CGROUP_PARENT, SCRATCH_ROOT
 from researchkit.runtimes.adapters import get_runtime
 from researchkit.runtimes.rootfs import host_rootfs
-from researchkit.policy.bpfprog import bpf_ids, bpf_leftovers, libbpf, BpfObject
+from researchkit.policy.bpfprog import bpf_ids, libbpf, BpfObject
 from researchkit.policy.rules import Rules, synthetic
 from researchkit.policy.mechanisms import (Policy, MECHANISMS, check_enforcement, exec_in, EnforcementError,
                                            mechanism_rows, policy_object, PROGRAMS)
+from _bpf_holders import bpf_leftovers_of, held_by
 
 L = LocalNode()
 IMG = str(host_rootfs(L))
@@ -30,10 +31,10 @@ def _gone(cid:str, timeout:float=10) -> list[str]:
 
 @pytest.fixture
 def no_leak():
-    "Every test leaves no program or map of ours (names rk_*) behind."
+    "Every test leaves no program or map of ours (names rk_*) behind (another xdist worker's come and go meanwhile: an object counts as another run's only when all its holders are)."
     before = bpf_ids('rk_')
     yield
-    assert bpf_leftovers(before, prefix='rk_') == {}
+    assert bpf_leftovers_of(before, {current_run_id()}) == {}
 
 def _sleeper(policy:Policy, td:Teardown, name:str='pol'):
     c = policy.wrap(Container(name, IMG, ['sleep', '120'], mounts=BINDS))
@@ -62,6 +63,7 @@ def _connects(inst, targets) -> list[str]:
     (lambda: Rules(files=['etc/hostname']), 'files[0]'), (lambda: Rules(files=['/ok', '']), 'files[1]'),
     (lambda: Rules(files=['/a/./b']), 'files[0]'), (lambda: Rules(files=['/' + 'x' * 200]), 'files[0]'),
 ])
+@pytest.mark.exclusive   # no new program of any name on the whole host: another worker's tc programs have no holder to tell them apart by
 def test_bad_rules_name_the_field(make, field, no_leak):
     before = bpf_ids()
     with Teardown() as td:
@@ -211,6 +213,7 @@ def test_counters_equal_real_call_counts(no_leak):
         assert n['openat_matched'] == 250 and n['openat'] > 250 and n['openat_host'] >= n['openat'], n
         assert n['sendmsg4'] == 0 and n['file_open'] == 0, n
 
+@pytest.mark.exclusive   # a 100 000-rule policy loads in under 20 s of wall time (its CPU share decides)
 def test_big_rule_set_fills_and_still_matches(no_leak):
     r = synthetic(100_000, real=RULES, seed=3)
     with Teardown() as td:
@@ -229,7 +232,7 @@ def test_teardown_after_exception_and_ctrl_c(exc, no_leak):
         with Teardown() as td:
             p = Policy(RULES, ['cgroup-connect', 'tp-openat', 'landlock'], teardown=td)
             i = _sleeper(p, td)
-            assert bpf_ids('rk_')['prog'] and os.path.isdir(p.cgroup)
+            assert held_by([os.getpid()]) and os.path.isdir(p.cgroup)   # this process holds its programs
             if exc is KeyboardInterrupt:   # a real SIGINT, delivered to this process mid-run
                 os.kill(os.getpid(), signal.SIGINT); time.sleep(5)
             raise exc('boom')
@@ -258,11 +261,11 @@ def test_sigkill_of_owner_then_cleanup(no_leak):
     p = subprocess.Popen([sys.executable, '-c', CHILD, IMG], env=env, stdout=subprocess.PIPE, text=True)
     try:
         cid, cg, lldir = p.stdout.readline().split()
-        assert bpf_ids('rk_')['prog'] - before['prog'], 'the child loaded no program'
+        assert held_by([p.pid]) - before['prog'], 'the child loaded no program'
         assert os.path.isdir(cg) and os.path.isdir(lldir)
     finally:
         p.send_signal(signal.SIGKILL); p.wait()
-    assert bpf_leftovers(before, prefix='rk_') == {}      # the kernel freed them with the owner's fds
+    assert bpf_leftovers_of(before, {current_run_id(), rid}) == {}   # the kernel freed them with the owner's fds
     assert os.path.isdir(f'{cg}/ctr')                      # the container itself outlives its owner …
     r = subprocess.run([sys.executable, '-m', 'researchkit.cli', 'cleanup'], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and rid in r.stdout, r

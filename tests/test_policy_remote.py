@@ -2,26 +2,28 @@
 programs and a real Landlock ruleset for a real runc container started over SSH; the proofs run there, rule updates and
 counters travel over the agent's socket, and everything is gone after close, an exception, or SIGKILL of the agent."""
 import json, pathlib, time, pytest
-from researchkit.core import ConfigError, NotMeasurable
+from researchkit.core import ConfigError, NotMeasurable, current_run_id
 from researchkit.teardown import Teardown, Ledger, state_dir
 from researchkit.runtimes.container import Container, Mount, CGROUP_PARENT
 from researchkit.runtimes.adapters import get_runtime
 from researchkit.runtimes.rootfs import host_rootfs
-from researchkit.policy.bpfprog import bpf_ids, bpf_leftovers
+from researchkit.policy.bpfprog import bpf_ids
 from researchkit.policy.rules import Rules
 from researchkit.policy.mechanisms import MECHANISMS, check_enforcement, exec_in, mechanism_rows
 from researchkit.policy.remote import RemotePolicy, policy_on, remote_mechanism_rows, is_local
 from researchkit.testbed.nodes import LocalNode
 from _ssh_fixtures import ssh_hosts, ssh_host  # noqa: F401  (fixtures)
+from _bpf_holders import bpf_leftovers_of
 
 RULES = Rules(files=['/etc/hostname'], ipv4=['127.0.0.2'], ipv6=['::2'])
 BINDS = [Mount('/usr', '/usr', readonly=True), Mount('/etc', '/etc', readonly=True)]
 
 @pytest.fixture
 def node(ssh_host):
+    "The SSH test host's node; no program or map of ours (rk_*) is left after the test (another xdist worker's come and go meanwhile: an object counts as another run's only when all its holders are)."
     before = bpf_ids('rk_')
     yield ssh_host.ssh_node('policy-remote')
-    assert bpf_leftovers(before, prefix='rk_') == {}
+    assert bpf_leftovers_of(before, {current_run_id()}) == {}
 
 def _ledger_entries(text:str) -> list[dict]:
     "Pending ledger entries naming `text`: in the tests' state dir and in the real one (/run/researchkit, what `researchkit cleanup` reads)."
@@ -67,7 +69,10 @@ def test_enforcement_updates_counters_and_teardown_on_the_remote_machine(node):
 
 def test_lsm_not_measurable_there_with_its_reason(node):
     if remote_mechanism_rows(node)[0][1]: pytest.skip('this kernel allows BPF LSM programs')
-    agents = lambda: node.run("ls /run/researchkit-agents/ 2>/dev/null; pgrep -f '[p]olicy.remote import serve' || true", check=False).stdout.split()
+    # this process's agents (sockets /run/researchkit-agents/<run id>-policy-*; another xdist worker's agents come and go meanwhile)
+    rid = current_run_id()
+    agents = lambda: node.run(f"ls /run/researchkit-agents/ 2>/dev/null | grep '^{rid}-'; pgrep -f '[p]olicy.remote import serve.*/{rid}-' || true",
+                              check=False).stdout.split()
     before = agents()
     with Teardown() as td:
         with pytest.raises(NotMeasurable) as e: RemotePolicy(node, RULES, ['lsm'], teardown=td)

@@ -50,6 +50,7 @@ def test_timeout_kills_remote_process_group(ssh_host):
         n.run(f"rm -f {marker}", check=False)
 
 
+@pytest.mark.exclusive   # 'started' must be in the remote log within 100 reads without a sleep (a time budget)
 def test_spawn_and_stop(ssh_host):
     n = ssh_host.ssh_node()
     with Teardown() as td:

@@ -52,6 +52,7 @@ SNIFF = ("import socket,sys,time;s=socket.socket(socket.AF_PACKET,socket.SOCK_RA
          " if f[12:14]==b'\\x08\\x00' and f[23]==47 and f[36:38]==b'\\x65\\x58': gre+=1\n else: other+=1\n"
          "print(gre,other)")
 
+@pytest.mark.exclusive   # the 2 MB must cross the wire within the sniffer's 4 s (it starts after a 0.3-s sleep)
 def test_gre_encap_decap(wire):
     "Inner interfaces g (198.18.221.x) talk through Ethernet-over-GRE on the wire (198.19.0.x)."
     a, b = wire

@@ -72,6 +72,7 @@ PORTS = ("import http.server, sys\n"
          "    def log_message(self, *a): pass\n"
          "http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), H).serve_forever()\n")
 
+@pytest.mark.exclusive   # keep-alive: <= 5 client ports at 20 req/s (a slower server makes vegeta open more)
 def test_keepalive_off_opens_a_connection_per_request(net):
     "vegeta's default reuses connections; keepalive=False opens one per request (the server sees a new client port each time)."
     (srv, cli), ips, td = net

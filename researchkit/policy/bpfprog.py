@@ -104,10 +104,12 @@ def _compile(name:str, src:str, flags:list, *, kind:str, suffix:str, what:str, e
     h = hashlib.sha256((src + ' '.join(flags)).encode()).hexdigest()[:16]
     d = cache_dir(kind); out = d/f'{name}-{h}{suffix}'
     if out.exists(): return out
-    c = d/f'{name}-{h}.c'; c.write_text(src)
-    tmp = out.with_name(out.name + f'.{os.getpid()}.tmp')
+    tag = f'{os.getpid()}-{threading.get_ident()}'   # source and object of this compile only: another one of the same hash writes its own
+    c = d/f'{name}-{h}.{tag}.c'; c.write_text(src)
+    tmp = out.with_name(out.name + f'.{tag}.tmp')
     try: r = subprocess.run(['clang', *flags, *extra, str(c), '-o', str(tmp)], capture_output=True, text=True, timeout=120)
     except FileNotFoundError as e: raise NotMeasurable(what, f'clang not found: {e}') from None
+    finally: c.unlink(missing_ok=True)
     if r.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise NotMeasurable(what, f'clang failed: {r.stderr.strip()[-800:]}')

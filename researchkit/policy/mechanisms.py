@@ -8,7 +8,7 @@ Docs: https://researchkit.github.io/researchkit/mechanisms.html.md"""
 from __future__ import annotations
 import ctypes, json, os, shlex, shutil, subprocess, sys, tempfile, time, pathlib, posixpath
 from dataclasses import dataclass, replace
-from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
+from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, host_lock
 from ..teardown import Teardown
 from ..testbed.nodes import Node
 from ..runtimes.container import Container, Mount, CGROUP_PARENT
@@ -272,7 +272,7 @@ def _try_lsm() -> tuple[bool, str]:
 def _probe_cgroup(td:Teardown) -> str:
     d = f"/sys/fs/cgroup/unified{CGROUP_PARENT}/{current_run_id()}-policy-probe"
     td.add(f"cgroup2 dir {d}", lambda: _rmdir(d), undo=f"rmdir {shlex.quote(d)} 2>/dev/null; true")
-    os.makedirs(d, exist_ok=True)
+    with host_lock('cgroup'): os.makedirs(d, exist_ok=True)   # no container undo removes /researchkit meanwhile (`CGROUP_LOCK`)
     return d
 
 def _rmdir(d:str):
@@ -394,7 +394,7 @@ class Policy:
         if self.obj is None: self.cgroup = ''; return self
         d = f"/sys/fs/cgroup/unified{CGROUP_PARENT}/{cid}"
         self.td.add(f"cgroup2 dir {d}", lambda: _rmdir(d), undo=f"rmdir {shlex.quote(d)} 2>/dev/null; true")
-        os.makedirs(d, exist_ok=True)
+        with host_lock('cgroup'): os.makedirs(d, exist_ok=True)   # no container undo removes /researchkit meanwhile (`CGROUP_LOCK`)
         self.cgroup = d
         c = getattr(target, 'container', None)
         if 'lsm' in self.mechanisms and c is not None:   # inode keys of the files the container sees (image + binds)

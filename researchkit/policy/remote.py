@@ -106,16 +106,19 @@ def package_tar() -> tuple[str, bytes]:
     return h.hexdigest()[:12], buf.getvalue()
 
 def ship(node:Node, *, timeout:float=120) -> str:
-    "Put researchkit's Python files on `node` (once per content hash); the directory to put on PYTHONPATH there."
+    "Put researchkit's Python files on `node` (once per content hash); the directory to put on PYTHONPATH there. Unpacked into a directory of ours beside it, then renamed into place: a process shipping at the same time never sees half a tree."
     h, data = package_tar()
     d = f"/var/tmp/researchkit-py-{h}"
     if node.run(f"test -f {d}/.complete", check=False, timeout=30).ok: return d
-    tmp = pathlib.Path(f"/tmp/{current_run_id()}-rkpy-{h}.tar.gz")
+    u = f"{current_run_id()}-{secrets.token_hex(4)}"; t = f"{d}.{u}"
+    tmp = pathlib.Path(f"/tmp/{u}-rkpy-{h}.tar.gz")
     try:
         tmp.write_bytes(data)
-        node.put(str(tmp), f"{d}.tar.gz")
+        node.put(str(tmp), f"{t}.tar.gz")
     finally: tmp.unlink(missing_ok=True)
-    node.run(f"mkdir -p {d} && tar -xzf {d}.tar.gz -C {d} && rm -f {d}.tar.gz && touch {d}/.complete", timeout=timeout)
+    # rename(2) is atomic; it fails if another process's tree got there first, and then ours is removed
+    node.run(f"mkdir -p {t} && tar -xzf {t}.tar.gz -C {t} && touch {t}/.complete && {{ mv -T {t} {d} 2>/dev/null || true; }}; "
+             f"rm -rf {t} {t}.tar.gz; test -f {d}/.complete", timeout=timeout)
     return d
 
 class Agent:

@@ -16,9 +16,10 @@ from .container import (Container, Mount, Bundle, CGROUP_PARENT, SCRATCH_ROOT, c
 log = logging.getLogger('researchkit.runtimes')
 
 # %% auto #0
-__all__ = ['log', 'RUNSC_DEFAULTS', 'RUNSC_CHOICES', 'RUNSC_FLAGS', 'KATA_RUNTIME', 'RUNTIMES', 'ContainerError', 'cgroup_dirs',
-           'cgroup_undo', 'Instance', 'Runtime', 'Runc', 'Crun', 'runsc_config', 'runsc_flags', 'runsc_label',
-           'netns_restore_cmd', 'Runsc', 'Kata', 'cpuset_parents_cmd', 'PlainProcess', 'get_runtime', 'runtime_rows']
+__all__ = ['log', 'CGROUP_LOCK', 'RUNSC_DEFAULTS', 'RUNSC_CHOICES', 'RUNSC_FLAGS', 'KATA_RUNTIME', 'RUNTIMES', 'ContainerError',
+           'cgroup_dirs', 'cgroup_create', 'cgroup_undo', 'Instance', 'Runtime', 'Runc', 'Crun', 'runsc_config',
+           'runsc_flags', 'runsc_label', 'netns_restore_cmd', 'Runsc', 'Kata', 'cpuset_parents_cmd', 'PlainProcess',
+           'get_runtime', 'runtime_rows']
 
 # %% ../../nbs/17_runtimes.ipynb #c005
 class ContainerError(ResearchkitError):
@@ -31,13 +32,21 @@ def cgroup_dirs(cid:str) -> str:
     "Shell glob of the container's cgroup directories in every hierarchy (v1 and cgroup2)."
     return f"/sys/fs/cgroup/*{CGROUP_PARENT}/{cid} /sys/fs/cgroup{CGROUP_PARENT}/{cid}"
 
+CGROUP_LOCK = '/run/lock/researchkit-cgroup.lock'   # the file of `host_lock('cgroup')`
+
+def cgroup_create(cid:str) -> str:
+    "Shell making `/researchkit/<id>` in every cgroup hierarchy (v1 cpuset filled) under a shared `flock` on `CGROUP_LOCK`; once it exists, `/researchkit` cannot be removed."
+    mk = (f"mkdir -p $(awk '$2 ~ \"^/sys/fs/cgroup\" && $3 ~ /^cgroup2?$/ {{print $2 \"{CGROUP_PARENT}/{cid}\"}}' /proc/self/mounts) 2>/dev/null; "
+          f"[ ! -d /sys/fs/cgroup/cpuset ] || {{ {cpuset_parents_cmd(cid)}; }} 2>/dev/null; true")
+    return f"flock -s {CGROUP_LOCK} sh -c {shlex.quote(mk)}"
+
 def cgroup_undo(cid:str) -> str:
-    "Shell undo of a container's cgroups: kill what is left in them, remove them (children first), then the empty parents."
+    "Shell undo of a container's cgroups: kill what is left in them, remove them (children first), then the empty parents (under the exclusive `flock`: never between another start's `cgroup_create` and its child)."
     return (f"for i in $(seq 20); do left=0; for d in {cgroup_dirs(cid)}; do [ -d \"$d\" ] || continue; "
             f"for p in $(find \"$d\" -name cgroup.procs -exec cat {{}} + 2>/dev/null); do kill -9 $p 2>/dev/null; done; "
             f"find \"$d\" -depth -type d -exec rmdir {{}} + 2>/dev/null; [ -d \"$d\" ] && left=1; done; "
             f"[ $left = 0 ] && break; sleep 0.2; done; "
-            f"for d in /sys/fs/cgroup/*{CGROUP_PARENT} /sys/fs/cgroup{CGROUP_PARENT}; do rmdir \"$d\" 2>/dev/null; done; true")
+            f"flock -w 30 {CGROUP_LOCK} sh -c 'for d in /sys/fs/cgroup/*{CGROUP_PARENT} /sys/fs/cgroup{CGROUP_PARENT}; do rmdir \"$d\" 2>/dev/null; done'; true")
 
 class Instance:
     "A started container: wait until ready, read its CPU seconds, stop it, delete it (idempotent)."
@@ -216,6 +225,7 @@ class Runtime:
         try:
             td.add(f"cgroups of {cid}", lambda: self.node.run(cgroup_undo(cid), check=False, timeout=60),
                    undo=cgroup_undo(cid), node=self.node.ledger_node)
+            self.node.run(cgroup_create(cid), timeout=30)   # from here /researchkit stays until our undo
             inst.bundle = prepare_bundle(c, cid, node=self.node, teardown=td)
             self._register(inst, td)
             if prelaunch is not None: prelaunch(inst)

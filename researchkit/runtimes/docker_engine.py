@@ -6,22 +6,25 @@ Docs: https://researchkit.github.io/researchkit/docker_engine.html.md"""
 
 # %% ../../nbs/18b_docker_engine.ipynb #c003
 from __future__ import annotations
-import fcntl, hashlib, json, os, pathlib, re, shlex, shutil, subprocess, tarfile, threading, time
-from ..core import ConfigError, NotMeasurable, current_run_id
+import fcntl, hashlib, ipaddress, json, os, pathlib, re, shlex, shutil, subprocess, tarfile, threading, time
+from ..core import ConfigError, NotMeasurable, current_run_id, host_lock
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode, Result, CommandFailed
 from .rootfs import rootfs_image
 
 # %% auto #0
-__all__ = ['ENGINE_PACKAGES', 'ENGINE_PATHS', 'ENGINE_COMMS', 'HOST_CA_DIR', 'BASE_PACKAGES', 'CA_ENV', 'TOOLS_DIR_IN_IMAGE',
-           'docker_cache', 'engine_cli', 'engine_unavailable', 'install_engine', 'install_debs', 'host_state',
-           'state_diff', 'DockerEngine', 'import_tree', 'base_images', 'tools_image', 'build_image']
+__all__ = ['ENGINE_PACKAGES', 'ENGINE_PATHS', 'ENGINE_LINKS', 'ENGINE_CGROUPS', 'ENGINE_CHAINS', 'HOST_CA_DIR', 'BASE_PACKAGES',
+           'CA_ENV', 'TOOLS_DIR_IN_IMAGE', 'docker_cache', 'engine_cli', 'engine_unavailable', 'install_engine',
+           'install_debs', 'host_state', 'state_diff', 'DockerEngine', 'import_tree', 'base_images', 'tools_image',
+           'build_image']
 
 # %% ../../nbs/18b_docker_engine.ipynb #c005
 ENGINE_PACKAGES = ('docker.io',)   # Debian 12: Docker 20.10 (pulls containerd, runc, iptables, tini)
 ENGINE_PATHS = ('/var/lib/docker', '/var/run/docker', '/run/docker', '/var/run/docker.sock', '/etc/docker/key.json',
                 '/run/containerd', '/var/lib/containerd')   # an engine's default state: none of it may appear
-ENGINE_COMMS = ('dockerd', 'containerd', 'containerd-shim', 'containerd-shim-runc-v2', 'docker-proxy')
+ENGINE_LINKS = ('docker0', 'docker_gwbridge')   # a default engine's bridges: only an engine makes them
+ENGINE_CGROUPS = ('docker', 'moby', 'buildkit')  # top-level cgroups only an engine makes (default cgroup parent, containerd namespace, builder)
+ENGINE_CHAINS = ('DOCKER',)                      # iptables chains only an engine makes (DOCKER, DOCKER-USER, DOCKER-ISOLATION-STAGE-1, ...)
 
 def docker_cache() -> pathlib.Path:
     "The engine's data root, a machine-wide cache like the Go tools: `$RESEARCHKIT_DOCKER` or ~/.cache/researchkit/docker."
@@ -52,22 +55,28 @@ def install_engine(timeout:float=900) -> list[str]:
 def install_debs(packages,               # Debian package names
                  what:str,               # what they are for (`NotMeasurable.what` when the install fails)
                  timeout:float=900) -> list[str]:
-    "Install the Debian `packages` that are missing, without starting any service; returns what was installed."
-    missing = [p for p in packages if subprocess.run(['dpkg-query', '-W', '-f=${Status}', p], capture_output=True, text=True).stdout != 'install ok installed']
+    "Install the Debian `packages` that are missing, without starting any service; returns what was installed. One install at a time on this machine (`host_lock`): another one would remove our policy-rc.d mid-install."
+    missing = _missing_debs(packages)
     if not missing: return []
     if os.geteuid() != 0: raise NotMeasurable(what, f"installing {missing} needs root")
-    # policy-rc.d 101 keeps the package scripts from starting docker/containerd services (a systemd host would otherwise
-    # start a system-wide dockerd that rewrites iptables); an existing policy is left as it is.
-    policy = pathlib.Path('/usr/sbin/policy-rc.d'); ours = not policy.exists()
-    if ours: policy.write_text('#!/bin/sh\n# researchkit install_debs: no service starts while packages install\nexit 101\n'); policy.chmod(0o755)
-    try:
-        env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-        subprocess.run(['apt-get', 'update', '-qq'], env=env, timeout=timeout, check=True, capture_output=True)
-        r = subprocess.run(['apt-get', 'install', '-y', '-qq', '--no-install-recommends', *missing], env=env, timeout=timeout, capture_output=True, text=True)
-        if r.returncode: raise NotMeasurable(what, f"apt-get install {' '.join(missing)} failed: {r.stderr.strip()[-400:]}")
-    finally:
-        if ours: policy.unlink(missing_ok=True)
+    with host_lock('apt'):
+        missing = _missing_debs(packages)   # what another process installed while we waited is not ours
+        if not missing: return []
+        # policy-rc.d 101 keeps the package scripts from starting docker/containerd services (a systemd host would otherwise
+        # start a system-wide dockerd that rewrites iptables); an existing policy is left as it is.
+        policy = pathlib.Path('/usr/sbin/policy-rc.d'); ours = not policy.exists()
+        if ours: policy.write_text('#!/bin/sh\n# researchkit install_debs: no service starts while packages install\nexit 101\n'); policy.chmod(0o755)
+        try:
+            env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+            subprocess.run(['apt-get', 'update', '-qq'], env=env, timeout=timeout, check=True, capture_output=True)
+            r = subprocess.run(['apt-get', 'install', '-y', '-qq', '--no-install-recommends', *missing], env=env, timeout=timeout, capture_output=True, text=True)
+            if r.returncode: raise NotMeasurable(what, f"apt-get install {' '.join(missing)} failed: {r.stderr.strip()[-400:]}")
+        finally:
+            if ours: policy.unlink(missing_ok=True)
     return missing
+
+def _missing_debs(packages) -> list[str]:
+    return [p for p in packages if subprocess.run(['dpkg-query', '-W', '-f=${Status}', p], capture_output=True, text=True).stdout != 'install ok installed']
 
 # %% ../../nbs/18b_docker_engine.ipynb #c006
 def _iptables_rules(tool:str) -> list[str]:
@@ -76,29 +85,86 @@ def _iptables_rules(tool:str) -> list[str]:
     r = subprocess.run([tool], capture_output=True, text=True, timeout=30)
     return [re.sub(r'^(:\S+ \S+) \[\d+:\d+\]$', r'\1', l) for l in r.stdout.splitlines() if l and not l.startswith('#')]
 
-def _engine_pids(comms=ENGINE_COMMS) -> list[str]:
+_BUILTIN_CHAINS = ('INPUT', 'FORWARD', 'OUTPUT', 'PREROUTING', 'POSTROUTING')
+
+def _claims(run_id:str, links=(), chains=(), nets=()):
+    "Whether an iptables line is the run's: it names the run id, one of `links`, a chain starting with one of `chains`, or an address in `nets`."
+    nets = [ipaddress.ip_network(n) for n in nets]
+    def mine(line:str) -> bool:
+        if run_id in line: return True
+        for t in re.split(r'[\s"\\]+', line):
+            t = t.lstrip(':!')
+            if t in links or t.startswith(tuple(chains)): return True
+        for a in re.findall(r'(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?:/\d{1,2})?(?![\d.])', line):
+            try: n = ipaddress.ip_network(a, strict=False)
+            except ValueError: continue
+            if any(n.version == x.version and n.subnet_of(x) for x in nets): return True
+        return False
+    return mine
+
+def _own_rules(tool:str, mine) -> list[str]:
+    "'table line' for each line of `tool`'s rules that `mine` claims, and for each built-in chain whose policy is not ACCEPT (a default dockerd's FORWARD DROP)."
+    out, table = [], ''
+    for l in _iptables_rules(tool):
+        if l.startswith('*'): table = l[1:]; continue
+        if l == 'COMMIT': continue
+        pol = re.match(r':(\S+) (\S+)$', l)
+        if pol and pol[1] in _BUILTIN_CHAINS:
+            if pol[2] != 'ACCEPT': out.append(f"{table} {l}")
+        elif mine(l): out.append(f"{table} {l}")
+    return out
+
+def _under(p:str, dirs) -> bool:
+    "`p` is one of `dirs` or below one."
+    return any(p == d or p.startswith(d.rstrip('/') + '/') for d in dirs)
+
+def _master(link:str) -> str:
+    "The device `link` is enslaved to (its bridge), or ''."
+    try: return os.path.basename(os.readlink(f"/sys/class/net/{link}/master"))
+    except OSError: return ''
+
+def _own_pids(run_id:str, roots) -> list[str]:
+    "'comm[pid]' of every running process whose command line names one of `roots` or whose cgroup lies under a top-level one named after the run."
     out = []
     for d in pathlib.Path('/proc').iterdir():
-        if d.name.isdigit():
-            try: comm, stat = (d/'comm').read_text().strip(), (d/'stat').read_text()
-            except OSError: continue
-            if stat.rsplit(')', 1)[-1].split()[:1] == ['Z']: continue   # exited, waiting to be reaped: nothing left running
-            if comm in comms or comm.startswith('containerd-shim'): out.append(f"{comm}[{d.name}]")
+        if not d.name.isdigit(): continue
+        try:
+            if (d/'stat').read_text().rsplit(')', 1)[-1].split()[:1] == ['Z']: continue   # exited, waiting to be reaped: nothing left running
+            cmd = (d/'cmdline').read_bytes().replace(b'\0', b' ').decode(errors='replace')
+            cgs = [l.split(':', 2)[2] for l in (d/'cgroup').read_text().splitlines() if l.count(':') >= 2]
+            comm = (d/'comm').read_text().strip()
+        except OSError: continue
+        if any(r in cmd for r in roots) or any(c.lstrip('/').startswith(run_id) for c in cgs): out.append(f"{comm}[{d.name}]")
     return sorted(out)
 
-def host_state(paths=ENGINE_PATHS,   # default state paths that must not appear
-               comms=ENGINE_COMMS,   # process names that must not be left running
+def host_state(run_id:str|None=None,    # the run (default `current_run_id()`): links, top-level cgroups, /run/netns entries, iptables lines named after it
+               roots=(),                # its own directories and sockets: whether they exist, mounts under them, processes naming them
+               *, mounts=(),            # more directories whose mounts are its own (a data root whose lock it holds, default paths it created)
+               paths=ENGINE_PATHS,      # default state paths that must not appear (checked for existence: no other run makes them)
+               links=ENGINE_LINKS,      # links only an engine makes (they, and what is enslaved to them, count)
+               cgroups=ENGINE_CGROUPS,  # top-level cgroups only an engine makes
+               chains=ENGINE_CHAINS,    # iptables chain name prefixes only an engine makes
+               netns=(),                # /run/netns name prefixes only this kind of run makes, besides the run id
+               nets=(),                 # the run's IPv4 networks: an iptables line naming an address in one is its own
               ) -> dict:
-    "What a Docker engine can change on this machine: links, iptables rules, ip_forward, mounts, top-level cgroups, Docker's default paths, engine processes."
-    cg = pathlib.Path('/sys/fs/cgroup')
+    "The run's footprint on this machine, not the whole host (which other runs share): its links and iptables lines, ip_forward, mounts under its roots, its top-level cgroups, default paths and roots that exist, /run/netns entries, processes."
+    rid = run_id or current_run_id()
+    roots, mounts, ns = [str(r) for r in roots if r], [str(m) for m in mounts if m], (rid, *netns)
+    named = lambda n, names: n.startswith(rid) or n in names
+    ls = lambda p: sorted(os.listdir(p)) if os.path.isdir(p) else []
+    unescape = lambda m: re.sub(r'\\([0-7]{3})', lambda o: chr(int(o[1], 8)), m)   # mountinfo writes a space as \040
+    mine, cg = _claims(rid, links, chains, nets), pathlib.Path('/sys/fs/cgroup')
+    mps = [unescape(l.split()[4]) for l in pathlib.Path('/proc/self/mountinfo').read_text().splitlines()]
     return {
-        'links': sorted(os.listdir('/sys/class/net')),
-        'iptables': _iptables_rules('iptables-save'), 'ip6tables': _iptables_rules('ip6tables-save'),
+        'links': [l for l in ls('/sys/class/net') if named(l, links) or named(_master(l), links)],
+        'iptables': _own_rules('iptables-save', mine), 'ip6tables': _own_rules('ip6tables-save', mine),
         'ip_forward': pathlib.Path('/proc/sys/net/ipv4/ip_forward').read_text().strip(),
-        'mounts': sorted(l.split()[4] for l in pathlib.Path('/proc/self/mountinfo').read_text().splitlines()),
-        'cgroups': sorted(f"{c.name}/{d.name}" for c in cg.iterdir() if c.is_dir() for d in c.iterdir() if d.is_dir()),
-        'paths': sorted(p for p in paths if os.path.lexists(p)),
-        'processes': _engine_pids(comms),
+        'mounts': sorted(m for m in mps if _under(m, roots + mounts)
+                         or (os.path.dirname(m) in ('/run/netns', '/var/run/netns') and os.path.basename(m).startswith(ns))),
+        'cgroups': sorted(f"{c.name}/{g.name}" for c in cg.iterdir() if c.is_dir() for g in c.iterdir() if named(g.name, cgroups) and g.is_dir()),
+        'paths': sorted(p for p in {*paths, *roots} if os.path.lexists(p)),
+        'netns': [n for n in ls('/run/netns') if n.startswith(ns)],
+        'processes': _own_pids(rid, roots),
     }
 
 def state_diff(before:dict, after:dict) -> dict:
@@ -144,7 +210,7 @@ class DockerEngine:
         self.start_timeout = start_timeout
         self._td, self._own_td = teardown, teardown is None
         self.proc = self.before = self._lock = None
-        self.left: dict|None = None       # state_diff(before start, after stop); {} = the host is as it was
+        self.left: dict|None = None       # state_diff(footprint before start, after stop); {} = the engine left nothing
         self.node = LocalNode()
         self.cli = engine_cli() or 'docker'
 
@@ -170,8 +236,13 @@ class DockerEngine:
         try: return self._start()
         except BaseException: self.stop(); raise   # a failed start (or Ctrl-C while waiting) leaves nothing running
 
+    def footprint(self) -> dict:
+        "The engine's footprint on the host now: `host_state` of its run id, exec root, socket and pidfile; mounts under its data root (its lock is ours) and under default paths it created."
+        created = [p for p in ENGINE_PATHS if self.before is not None and p not in self.before['paths']]
+        return host_state(self.run_id, (self.exec_root, self.sock, self.pidfile), mounts=(str(self.data_root), *created))
+
     def _start(self) -> 'DockerEngine':
-        self.before = host_state()
+        self.before = self.footprint()
         if self._td is None: self._td = Teardown()
         self._td.add(f"docker engine {self.sock}", self._teardown, undo=self.undo)
         os.makedirs(self.exec_root, exist_ok=True)
@@ -213,7 +284,7 @@ class DockerEngine:
         if self.before is not None:
             # give the kernel a moment to drop a just-unmounted namespace or a dying shim
             for _ in range(20):
-                self.left = state_diff(self.before, host_state())
+                self.left = state_diff(self.before, self.footprint())
                 if not self.left: break
                 time.sleep(0.25)
         if self._lock is not None: self._lock.close(); self._lock = None

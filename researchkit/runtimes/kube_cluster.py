@@ -6,15 +6,16 @@ Docs: https://researchkit.github.io/researchkit/kube_cluster.html.md"""
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c003
 from __future__ import annotations
-import base64, hashlib, io, json, os, pathlib, re, secrets, shlex, shutil, socket, subprocess, tarfile, tempfile, time
+import base64, hashlib, io, ipaddress, json, os, pathlib, re, secrets, shlex, shutil, socket, subprocess, tarfile, tempfile, time
 from ..core import ConfigError, NotMeasurable, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode
 from .docker_engine import install_debs, host_state, state_diff
 
 # %% auto #0
-__all__ = ['KUBE_VERSION', 'KUBE_TOOLS', 'CLUSTER_PACKAGES', 'CNI_BIN', 'KUBE_SYSCTLS', 'KUBE_PATHS', 'KUBE_COMMS', 'PAUSE_IMAGE',
-           'BUSYBOX_IMAGE', 'GVISOR_SHIM', 'MULTUS', 'kube_host_state', 'install_cluster_packages', 'build_kube_tools',
+__all__ = ['KUBE_VERSION', 'KUBE_TOOLS', 'CLUSTER_PACKAGES', 'CNI_BIN', 'KUBE_SYSCTLS', 'KUBE_PATHS', 'KUBE_LINKS',
+           'KUBE_CGROUPS', 'KUBE_CHAINS', 'KUBE_NETNS', 'KUBE_NETS', 'KUBE_COMMS', 'PAUSE_IMAGE', 'BUSYBOX_IMAGE',
+           'GVISOR_SHIM', 'MULTUS', 'kube_host_state', 'install_cluster_packages', 'build_kube_tools',
            'cluster_unavailable', 'deb_entries', 'image_archive', 'pause_image', 'busybox_image', 'KubeCluster']
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c005
@@ -24,15 +25,26 @@ CLUSTER_PACKAGES = ('containerd', 'etcd-server', 'containernetworking-plugins', 
 CNI_BIN = '/usr/lib/cni'
 KUBE_SYSCTLS = ('vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops')   # the kubelet sets these (protectKernelDefaults false)
 KUBE_PATHS = ('/run/containerd', '/var/lib/containerd', '/var/lib/cni', '/var/lib/kubelet', '/var/log/pods', '/var/log/containers',
-              '/etc/kubernetes', '/var/run/kubernetes', '/run/netns', '/opt/containerd', '/etc/cni')
+              '/etc/kubernetes', '/var/run/kubernetes', '/opt/containerd', '/etc/cni')   # Kubernetes' default state: none of it may appear
+KUBE_LINKS = ('cni0',)                                   # the CNI bridge plugin's default bridge (the cluster's own is `<run>-kb`)
+KUBE_CGROUPS = ('kubepods', 'kubepods.slice', 'k8s.io')  # top-level cgroups only a kubelet or containerd makes (their defaults)
+KUBE_CHAINS = ('KUBE-', 'CNI-')                          # iptables chains of the kubelet, kube-proxy and the CNI plugins
+KUBE_NETNS = ('cni-',)                                   # containerd's pod namespaces in /run/netns (the cluster's go under its state dir)
+KUBE_NETS = ('10.254.0.0/16', '10.253.0.0/24')           # `KubeCluster`'s networks by default: node and pods; the Multus macvlan
 KUBE_COMMS = ('etcd', 'kube-apiserver', 'kube-controller', 'kube-scheduler', 'kubelet', 'containerd', 'containerd-shim',
               'containerd-shim-runc-v2', 'containerd-shim-runsc-v1', 'runsc', 'runsc-gofer', 'runsc-sandbox', 'catatonit')
 PAUSE_IMAGE = 'researchkit.local/pause:1'
 BUSYBOX_IMAGE = 'researchkit.local/busybox:1'
 
-def kube_host_state() -> dict:
-    "`host_state()` widened to what a cluster can change: Kubernetes' default paths, its processes, the kernel tunables the kubelet sets."
-    s = host_state(paths=KUBE_PATHS, comms=KUBE_COMMS)
+def kube_host_state(run_id:str|None=None,  # the cluster's run (default `current_run_id()`)
+                    base:str|None=None,    # its directory (default `/run/<run_id>-kube`, as `KubeCluster` names it)
+                    *, mounts=(),          # more directories whose mounts are the cluster's (default paths it created)
+                    nets=KUBE_NETS,        # its IPv4 networks
+                   ) -> dict:
+    "A cluster's footprint on the host, not the whole host (which other runs share): `host_state()` of its run and base, with Kubernetes' default paths, links, cgroups, chains and pod namespaces, and the kernel tunables the kubelet sets."
+    rid = run_id or current_run_id()
+    s = host_state(rid, [base or f"/run/{rid}-kube"], mounts=mounts, paths=KUBE_PATHS, links=KUBE_LINKS, cgroups=KUBE_CGROUPS,
+                   chains=KUBE_CHAINS, netns=KUBE_NETNS, nets=nets)
     s['sysctls'] = [f"{k}={pathlib.Path('/proc/sys', k).read_text().strip()}" for k in KUBE_SYSCTLS]
     return s
 
@@ -168,7 +180,7 @@ def _free_port() -> int:
 def _undo_script(run:str, base:str, bridge:str, cgroup:str, sysctls:list[str], paths_before:list[str], netns_before:list[str]) -> str:
     "Stop every process of the cluster, unmount and remove its directories, cgroups and bridge, restore the tunables and default paths."
     q = shlex.quote
-    absent = [p for p in KUBE_PATHS if p not in paths_before and p not in ('/run/netns',)]
+    absent = [p for p in KUBE_PATHS if p not in paths_before]
     return f"""B={q(base)}
 mine() {{ for c in {' '.join(sorted({c[:15] for c in KUBE_COMMS}))}; do for p in $(pgrep -x "$c"); do tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -qF -- "$1" && echo $p; done; done; }}
 for p in $(mine "$B/"); do kill -TERM $p 2>/dev/null; done
@@ -208,9 +220,15 @@ class KubeCluster:
         self.kubeconfig = f"{self.base}/kubeconfig"
         self.sock = f"{self.base}/containerd.sock"
 
+    def footprint(self) -> dict:
+        "The cluster's footprint on the host now: `kube_host_state` of its run id, base and networks; mounts under default paths it created count too."
+        created = [p for p in KUBE_PATHS if self.before is not None and p not in self.before['paths']]
+        nets = (str(ipaddress.ip_network(f"{self.node_ip}/16", strict=False)), KUBE_NETS[1])
+        return kube_host_state(self.run_id, self.base, mounts=created, nets=nets)
+
     @property
     def undo(self) -> str:
-        b = self.before or kube_host_state()
+        b = self.before or self.footprint()
         return _undo_script(self.run_id, self.base, self.bridge, self.cgroup, b['sysctls'], b['paths'],
                             sorted(os.listdir('/run/netns')) if os.path.isdir('/run/netns') else [])
 
@@ -235,7 +253,7 @@ class KubeCluster:
 
     def _start(self) -> 'KubeCluster':
         from researchkit.testbed.tools import tool_path
-        self.before = kube_host_state()
+        self.before = self.footprint()
         if self._td is None: self._td = Teardown()
         self._td.add(f"kubernetes cluster {self.run_id}", self._teardown, undo=self.undo)
         B, q = self.base, shlex.quote
@@ -504,12 +522,12 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
         for p in reversed(list(self.procs.values())): p.stop(grace=1)
 
     def stop(self):
-        "Stop everything, undo what the cluster did to the host; `left` then holds any difference from the host before `start`."
+        "Stop everything, undo what the cluster did to the host; `left` then holds any difference from its footprint before `start`."
         if self._td is not None and self._own_td: self._td.close()
         elif self.procs: self._teardown()
         if self.before is not None:
             for _ in range(20):
-                self.left = state_diff(self.before, kube_host_state())
+                self.left = state_diff(self.before, self.footprint())
                 if not self.left: break
                 time.sleep(0.25)
 

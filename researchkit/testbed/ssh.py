@@ -8,7 +8,7 @@ Docs: https://researchkit.github.io/researchkit/ssh.html.md"""
 from __future__ import annotations
 import os, re, time, shlex, socket, getpass, threading, tempfile, subprocess, pathlib, html, stat
 import paramiko
-from ..core import ResearchkitError, current_run_id
+from ..core import ResearchkitError, current_run_id, host_lock
 from ..teardown import Teardown
 from .nodes import Node, NetnsNode, Proc, Result, CommandTimeout, exec_line
 
@@ -185,14 +185,17 @@ class SSHNode(Node):
 
 # %% ../../nbs/11_ssh.ipynb #c012
 def _pump(chan:paramiko.Channel, data:bytes|None, deadline:float, out:bytearray, err:bytearray) -> bool:
-    "Feed `data`, collect stdout/stderr into `out`/`err` until the command exits and both streams end; False if the deadline passed."
+    "Feed `data` (what the command leaves unread when it exits is dropped), collect stdout/stderr into `out`/`err` until the command exits and both streams end; False if the deadline passed."
     sent, pause = 0, 0.001
     if not data: chan.shutdown_write()
     while True:
         busy = False
         if data and sent < len(data) and chan.send_ready():
-            sent += chan.send(data[sent:sent+32768]); busy = True
-            if sent >= len(data): chan.shutdown_write()
+            try: sent += chan.send(data[sent:sent+32768]); busy = True
+            except OSError:   # the command ended without reading all its input (`test -x f || { cat > f; ...}`): not an error,
+                if not (chan.closed or chan.exit_status_ready()): raise   # as for subprocess's stdin; its status and output follow
+                data = None
+            if data and sent >= len(data): chan.shutdown_write()
         while chan.recv_ready(): out += chan.recv(65536); busy = True
         while chan.recv_stderr_ready(): err += chan.recv_stderr(65536); busy = True
         if chan.exit_status_ready() and (chan.eof_received or chan.closed) and not chan.recv_ready() and not chan.recv_stderr_ready():
@@ -360,18 +363,19 @@ class SSHTestHost:
         self.host_key_pub = ' '.join(pathlib.Path(f'{d}/host_key.pub').read_text().split()[:2])
 
     def _wire(self):
-        "Veth from the root namespace (or from `behind`) to this namespace, a /30 at each end."
+        "Veth from the root namespace (or from `behind`) to this namespace, a /30 at each end (chosen and claimed under `host_lock`: two processes never pick the same)."
         outer = self.behind.node if self.behind else None
         prefix = '198.19.253' if self.behind else '198.19.254'
-        k = _free_slot(outer or self.node.parent, prefix)
-        self.outer_addr, self.addr = f"{prefix}.{4*k+1}", f"{prefix}.{4*k+2}"
-        a = f"{current_run_id()}s{SSHTestHost._count}"[:13]
-        self.veth = a + 'a'
-        run_outer = (outer or self.node.parent).run
-        undo = f"ip link del {shlex.quote(self.veth)} 2>/dev/null || true"
-        if outer is None: self.td.add(f"veth {self.veth}", lambda: run_outer(undo), undo=undo)
-        run_outer(f"ip link add {self.veth} type veth peer name {a}b netns {shlex.quote(self.netns)} && "
-                  f"ip addr add {self.outer_addr}/30 dev {self.veth} && ip link set {self.veth} up")
+        with host_lock('ssh-slot'):   # held from reading the free /30s until ours is added
+            k = _free_slot(outer or self.node.parent, prefix)
+            self.outer_addr, self.addr = f"{prefix}.{4*k+1}", f"{prefix}.{4*k+2}"
+            a = f"{current_run_id()}s{SSHTestHost._count}"[:13]
+            self.veth = a + 'a'
+            run_outer = (outer or self.node.parent).run
+            undo = f"ip link del {shlex.quote(self.veth)} 2>/dev/null || true"
+            if outer is None: self.td.add(f"veth {self.veth}", lambda: run_outer(undo), undo=undo)
+            run_outer(f"ip link add {self.veth} type veth peer name {a}b netns {shlex.quote(self.netns)} && "
+                      f"ip addr add {self.outer_addr}/30 dev {self.veth} && ip link set {self.veth} up")
         self.node.run(f"ip addr add {self.addr}/30 dev {a}b && ip link set {a}b up")
 
     def _sshd(self):

@@ -307,8 +307,9 @@ def _run(gw, mode:str, *, rate, clients, duration, warmup, payload, cpus, max_in
              *(['-count', str(count)] if count else [])]
     argv = shlex.join([*enter, *(['taskset', '-c', cpus] if cpus is not None else []), rk, *flags])
     if cgroup:   # rk-load alone in a cpuacct cgroup of its own: its whole CPU, start-up and gRPC threads included
+        from researchkit.runtimes.adapters import CGROUP_LOCK   # made under its shared lock: no undo removes /researchkit meanwhile
         inner = 'echo $$ > "$0/cgroup.procs" && exec ' + argv
-        line = f'mkdir -p {cg} && sh -c {q(inner)} {cg}; rc=$?; echo "@@cgroup_cpu_ns $(cat {cg}/cpuacct.usage)"; exit $rc'
+        line = f'flock -s {CGROUP_LOCK} mkdir -p {cg} && sh -c {q(inner)} {cg}; rc=$?; echo "@@cgroup_cpu_ns $(cat {cg}/cpuacct.usage)"; exit $rc'
     else: line = argv
     params = {'rate': rate, 'clients': clients, 'duration_s': duration, 'warmup_s': warmup, 'payload_b': payload, 'cpus': cpus,
               'max_inflight': max_inflight, 'timeout_s': timeout, 'peer': gw.peer, 'node': node.name, **({'count': count} if count else {})}
@@ -494,7 +495,8 @@ def caliper(gw,                           # a `Gateway`, its mapping, or a netwo
            '--caliper-flow-only-test', '--caliper-fabric-gateway-enabled', '--caliper-report-path', f"{ws}/report.html",
            '--caliper-logging-target-file-enabled', 'false']
     inner = 'echo $$ > "$0/cgroup.procs" && exec ' + shlex.join(cmd)
-    line = (f"unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY; cd {q(ws)} && mkdir -p {cg} && sh -c {q(inner)} {cg}; rc=$?; "
+    from researchkit.runtimes.adapters import CGROUP_LOCK   # made under its shared lock: no undo removes /researchkit meanwhile
+    line = (f"unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY; cd {q(ws)} && flock -s {CGROUP_LOCK} mkdir -p {cg} && sh -c {q(inner)} {cg}; rc=$?; "
             f"echo \"@@cgroup_cpu_ns $(cat {cg}/cpuacct.usage)\"; exit $rc")
     td = Teardown(teardown.ledger if teardown is not None else None)
     if teardown is not None: teardown.callback(f"caliper run {tag}", td.close)
