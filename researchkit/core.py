@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 # %% auto #0
 __all__ = ['RUN_ID_RE', 'ResearchkitError', 'ConfigError', 'NotMeasurable', 'Field', 'validate', 'new_run_id', 'current_run_id',
-           'project_root', 'cache_dir', 'host_lock', 'markdown_table']
+           'project_root', 'cache_dir', 'host_lock_path', 'host_lock', 'markdown_table']
 
 # %% ../nbs/00_core.ipynb #c005
 class ResearchkitError(Exception):
@@ -139,10 +139,14 @@ def cache_dir(*parts:str) -> pathlib.Path:
     d.mkdir(parents=True, exist_ok=True)
     return d
 
+def host_lock_path(name:str) -> str:
+    "The file of `host_lock(name)`, for a shell that takes the same lock with `flock`."
+    return f"/run/lock/researchkit-{name}.lock"
+
 @contextlib.contextmanager
 def host_lock(name:str):
     "Exclusive `flock` on `/run/lock/researchkit-<name>.lock` for the `with` block: one process of this machine at a time (released if it dies)."
-    fd = os.open(f"/run/lock/researchkit-{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(host_lock_path(name), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

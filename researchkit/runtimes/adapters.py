@@ -7,7 +7,7 @@ Docs: https://researchkit.github.io/researchkit/runtimes.html.md"""
 # %% ../../nbs/17_runtimes.ipynb #c003
 from __future__ import annotations
 import time, json, shlex, html, logging, posixpath
-from ..core import ConfigError, NotMeasurable, ResearchkitError
+from ..core import ConfigError, NotMeasurable, ResearchkitError, host_lock_path
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, Proc, CommandTimeout, exec_line
 from .container import (Container, Mount, Bundle, CGROUP_PARENT, SCRATCH_ROOT, check_container, node_limits,
@@ -32,7 +32,7 @@ def cgroup_dirs(cid:str) -> str:
     "Shell glob of the container's cgroup directories in every hierarchy (v1 and cgroup2)."
     return f"/sys/fs/cgroup/*{CGROUP_PARENT}/{cid} /sys/fs/cgroup{CGROUP_PARENT}/{cid}"
 
-CGROUP_LOCK = '/run/lock/researchkit-cgroup.lock'   # the file of `host_lock('cgroup')`
+CGROUP_LOCK = host_lock_path('cgroup')   # the file of `host_lock('cgroup')`: the shell takes the same lock
 
 def cgroup_create(cid:str) -> str:
     "Shell making `/researchkit/<id>` in every cgroup hierarchy (v1 cpuset filled) under a shared `flock` on `CGROUP_LOCK`; once it exists, `/researchkit` cannot be removed."
