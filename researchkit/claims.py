@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/claims.html.md"""
 
 # %% ../nbs/50_claims.ipynb #c003
 from __future__ import annotations
-import html, json, math
+import contextvars, functools, html, json, math
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 import polars as pl
@@ -14,10 +14,11 @@ from .core import ConfigError, NotMeasurable, markdown_table
 from .results.records import NOT_MEASURABLE
 
 # %% auto #0
-__all__ = ['STATUSES', 'CONFIDENCE', 'EVAL_SCHEMA', 'RESAMPLES', 'MIN_REPETITIONS', 'Verdict', 'verdict', 'Finer', 'Claim',
-           'evaluate', 'select', 'summarize', 'not_measurable_reason', 'iqr', 'geomean', 'bootstrap', 't_quantile',
-           't_interval', 'Band', 'at_least', 'at_most', 'within', 'decide', 'all_hold', 'Ratio', 'ratio', 'optional',
-           'ratio_text', 'claims_markdown']
+__all__ = ['STATUSES', 'CONFIDENCE', 'EVAL_SCHEMA', 'MIN_REPETITIONS', 'MAX_NEEDED', 'Verdict', 'verdict', 'Finer', 'Claim',
+           'evaluate', 'select', 'summarize', 'not_measurable_reason', 'iqr', 'geomean', 'level_at', 'looks', 'level',
+           'num', 'pct', 't_cdf', 't_quantile', 't_interval', 'log_t_interval', 'welch_log_interval', 'needed_n',
+           'Band', 'at_least', 'at_most', 'within', 'decide', 'all_hold', 'Ratio', 'ratio', 'optional', 'ratio_text',
+           'claims_markdown']
 
 # %% ../nbs/50_claims.ipynb #c004
 STATUSES = ('reproduced', 'refuted', 'inconclusive', 'not measurable')
@@ -31,6 +32,7 @@ class Verdict:
     reason: str = ''  # not measurable: the measured reason; inconclusive: how far the interval reaches and what would decide it
     needed: int|None = None  # inconclusive: roughly how many repetitions would decide it (None: unknown)
     finer: tuple = ()        # inconclusive for the measuring grid's resolution alone: the points between its values that would narrow it (`Finer`)
+    leans: str = ''          # inconclusive: the verdict its estimate points to ('reproduced' inside the band, 'refuted' outside), for `all_hold`'s cheapest route
 
     def __post_init__(self):
         if self.status not in STATUSES: raise ConfigError('Verdict.status', f"{self.status!r} is not one of {', '.join(STATUSES)}")
@@ -66,15 +68,18 @@ def evaluate(claims:list[Claim], df:pl.DataFrame) -> pl.DataFrame:
     ids = [c.id for c in claims]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup: raise ConfigError('claims', f"duplicate claim ids {dup}")
-    rows = []
-    for c in claims:
-        try:
-            v = c.check(df)
-            if not isinstance(v, Verdict): raise TypeError(f"claim {c.id}: check returned {type(v).__name__}, not a Verdict")
-        except NotMeasurable as e: v = Verdict('not measurable', '', e.reason or str(e))
-        rows.append({'id': c.id, 'text': c.text, 'paper': c.paper, 'status': v.status, 'measured': v.measured, 'reason': v.reason,
-                     'needed': v.needed, 'finer': json.dumps([list(f) for f in v.finer]) if v.finer else None})
+    rows, token = [], _LEVEL.set(level_at(looks(df)))   # every interval of this evaluation at the level its look allows
+    try: rows = [_evaluate_one(c, df) for c in claims]
+    finally: _LEVEL.reset(token)
     return pl.DataFrame(rows, schema=EVAL_SCHEMA, orient='row') if rows else pl.DataFrame(schema=EVAL_SCHEMA)
+
+def _evaluate_one(c:Claim, df:pl.DataFrame) -> dict:
+    try:
+        v = c.check(df)
+        if not isinstance(v, Verdict): raise TypeError(f"claim {c.id}: check returned {type(v).__name__}, not a Verdict")
+    except NotMeasurable as e: v = Verdict('not measurable', '', e.reason or str(e))
+    return {'id': c.id, 'text': c.text, 'paper': c.paper, 'status': v.status, 'measured': v.measured, 'reason': v.reason,
+            'needed': v.needed, 'finer': json.dumps([list(f) for f in v.finer]) if v.finer else None}
 
 # %% ../nbs/50_claims.ipynb #c008
 def _filter_expr(df:pl.DataFrame, flt:dict, where:str) -> pl.Expr:
@@ -127,40 +132,114 @@ def geomean(xs:list[float]) -> float:
     "Geometric mean of positive numbers (the mean of ratios that treats ×2 and ×½ alike)."
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
-RESAMPLES = 4000   # bootstrap resamples; seeded, so the same records always give the same interval
-MIN_REPETITIONS = 3  # fewer values give no interval (a bootstrap of 2 values is just their range)
+MIN_REPETITIONS = 3  # fewer values give no interval
 
-def bootstrap(samples:list[list[float]],   # one list per independent group (paired ratios: one list; unpaired a/b: two)
-              stat:Callable=None,          # resampled groups -> statistic; default the geometric mean of the first group
-              *, level:float=CONFIDENCE, resamples:int=RESAMPLES, seed:int=0,
-             ) -> tuple[float, float, float]:
-    "(estimate, low, high): the statistic and its percentile-bootstrap interval, each group resampled with replacement; (est, -inf, inf) when a group has fewer than `MIN_REPETITIONS` values."
-    import random
-    stat = stat or (lambda g: geomean(g[0]))
-    est = stat(samples)
-    if any(len(g) < MIN_REPETITIONS for g in samples): return est, -math.inf, math.inf
-    rng = random.Random(seed)
-    draws = sorted(stat([rng.choices(g, k=len(g)) for g in samples]) for _ in range(resamples))
-    a = (1 - level) / 2
-    return est, _q(draws, a), _q(draws, 1 - a)
+# The level of an interval depends on how many times the campaign has looked at the records (`looks`): an adaptive
+# campaign evaluates its claims after every round and stops when they decide, and stopping when a 95 % interval happens
+# to leave the band's edge decides wrongly more often than 2.5 % a side (simulated: 5.9-7.9 % with up to 6 looks). So the
+# j-th look uses 1 - 0.1/2^j (95 %, 97.5 %, 98.75 %, ...): the two-sided misses sum to at most 10 % over every look, and a
+# verdict on the wrong side of the truth happens at most 5 % of the time whatever the stopping rule (a union bound).
+_LEVEL = contextvars.ContextVar('researchkit_claims_level', default=CONFIDENCE)
 
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+def level_at(look:int) -> float:
+    "The interval level of a campaign's `look`-th evaluation: 1 − 0.1/2^look (look 1: 95 %, 2: 97.5 %, 3: 98.75 %)."
+    if look < 1: raise ConfigError('look', f"looks count from 1, got {look}")
+    return 1 - 0.1 / 2 ** look
 
-def t_quantile(df:int, level:float=CONFIDENCE) -> float:
-    "Two-sided Student-t critical value: the table for 95 % up to 30 degrees of freedom, else a Cornish–Fisher expansion."
-    if level == 0.95 and df <= 30: return _T975[df - 1]
-    from statistics import NormalDist
-    z = NormalDist().inv_cdf(0.5 + level / 2)
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+def looks(df:pl.DataFrame) -> int:
+    "How many times a campaign has evaluated its claims on these records: 1 + the adaptive rounds it recorded (experiment 'adaptive', metric 'points')."
+    if df.height == 0 or 'experiment' not in df.columns: return 1
+    return 1 + df.filter((pl.col('experiment') == 'adaptive') & (pl.col('metric') == 'points')).height
 
-def t_interval(xs:list[float], level:float=CONFIDENCE) -> tuple[float, float, float]:
-    "(mean, low, high): the Student-t interval of the mean (Georges et al.: the right interval for few repetitions); (mean, -inf, inf) below `MIN_REPETITIONS` values."
+def level() -> float:
+    "The level every interval takes now: `level_at(looks(df))` inside `evaluate(claims, df)`, else `CONFIDENCE`."
+    return _LEVEL.get()
+
+def num(x:float, digits:int=2) -> str:
+    "`x` to `digits` decimals; a positive value that would print as 0 keeps two significant digits (a ratio's bound is never shown as 0): num(0.0013) → '0.0013'."
+    if math.isinf(x): return '∞' if x > 0 else '-∞'
+    if 0 < abs(x) < 0.5 * 10 ** -digits: return f"{x:.2g}"
+    return f"{x:.{digits}f}"
+
+def pct(lv:float) -> str:
+    "A level as the report writes it: 0.95 → '95%', 0.975 → '97.5%'."
+    return f"{lv * 100:.2f}".rstrip('0').rstrip('.') + '%'
+
+def t_cdf(x:float, df:int) -> float:
+    "P(T ≤ x) for Student's t with `df` degrees of freedom (an integer; Abramowitz & Stegun 26.7.3–4, exact)."
+    df = int(df)
+    if df < 1: raise ConfigError('df', f"degrees of freedom must be ≥ 1, got {df}")
+    th = math.atan(abs(x) / math.sqrt(df)); s, c = math.sin(th), math.cos(th)
+    if df % 2:
+        acc = term = c if df > 1 else 0.0
+        for k in range(3, df - 1, 2): term *= c * c * (k - 1) / k; acc += term
+        a = 2 / math.pi * (th + s * acc)
+    else:
+        acc = term = 1.0
+        for k in range(2, df - 1, 2): term *= c * c * (k - 1) / k; acc += term
+        a = s * acc
+    return 0.5 + math.copysign(a / 2, x)
+
+@functools.lru_cache(maxsize=4096)
+def _tq(df:int, level:float) -> float:
+    "Exact by bisection up to 100 df; beyond, the Cornish–Fisher expansion (within 5e-4 there; the exact CDF costs O(df))."
+    if df > 100:
+        from statistics import NormalDist
+        z = NormalDist().inv_cdf(0.5 + level / 2)
+        return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+    p, lo, hi = 0.5 + level / 2, 0.0, 1.0
+    while t_cdf(hi, df) < p: hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+def t_quantile(df:float, level:float|None=None) -> float:
+    "Two-sided Student-t critical value at `level` (default: `level()`); a fractional df (Welch's) is rounded down, the conservative side."
+    return _tq(max(1, int(df)), level or _LEVEL.get())
+
+def _mean_sd(xs:list[float]) -> tuple[float, float]:
     n = len(xs); m = sum(xs) / n
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+
+def t_interval(xs:list[float], level:float|None=None) -> tuple[float, float, float]:
+    "(mean, low, high): the Student-t interval of the mean (Georges et al.: the right interval for few repetitions); (mean, -inf, inf) below `MIN_REPETITIONS` values."
+    n = len(xs); m, sd = _mean_sd(xs)
     if n < MIN_REPETITIONS: return m, -math.inf, math.inf
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
     h = t_quantile(n - 1, level) * sd / math.sqrt(n)
     return m, m - h, m + h
+
+def log_t_interval(ratios:list[float], level:float|None=None) -> tuple[float, float, float]:
+    "(geometric mean, low, high) of positive paired ratios: the t interval of their mean log, back-transformed (never ≤ 0); (gm, -inf, inf) below `MIN_REPETITIONS` or with a ratio ≤ 0."
+    if not ratios or any(r <= 0 for r in ratios): return (geomean(ratios) if ratios and all(r > 0 for r in ratios) else math.nan), -math.inf, math.inf
+    m, lo, hi = t_interval([math.log(r) for r in ratios], level)
+    return math.exp(m), (math.exp(lo) if math.isfinite(lo) else -math.inf), (math.exp(hi) if math.isfinite(hi) else math.inf)
+
+def welch_log_interval(a:list[float], b:list[float], level:float|None=None) -> tuple[float, float, float]:
+    "(geomean(a)/geomean(b), low, high) for unpaired positive values: Welch's t on the logs (Satterthwaite's df, rounded down); (est, -inf, inf) below `MIN_REPETITIONS` a side."
+    if any(x <= 0 for x in (*a, *b)) or not a or not b: return math.nan, -math.inf, math.inf
+    (ma, sa), (mb, sb) = _mean_sd([math.log(x) for x in a]), _mean_sd([math.log(x) for x in b])
+    d = ma - mb
+    if min(len(a), len(b)) < MIN_REPETITIONS: return math.exp(d), -math.inf, math.inf
+    va, vb = sa * sa / len(a), sb * sb / len(b)
+    if va + vb == 0: return (math.exp(d),) * 3
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    h = t_quantile(df, level) * math.sqrt(va + vb)
+    return math.exp(d), math.exp(d - h), math.exp(d + h)
+
+MAX_NEEDED = 1000   # a claim that would need more repetitions than this is reported as "more than 1000"
+
+def needed_n(sd:float, dist:float, n:int, level:float|None=None) -> int|None:
+    "The fewest repetitions m > n whose t interval (at `level`, t at m − 1 df: solved at the target, not the current n) has a half-width below `dist` if the spread `sd` stays; None past `MAX_NEEDED`."
+    if sd <= 0: return n + 1
+    if dist <= 0: return None
+    lv = level or _LEVEL.get()
+    z = t_quantile(10 ** 6, lv)
+    m = max(n + 1, math.ceil((z * sd / dist) ** 2))   # the normal bound is below the answer: start there
+    while m <= MAX_NEEDED:
+        if t_quantile(m - 1, lv) * sd / math.sqrt(m) < dist: return m
+        m += 1
+    return None
 
 @dataclass(frozen=True)
 class Band:
@@ -183,35 +262,50 @@ def decide(estimate:float, low:float, high:float, # the statistic and its interv
            label:str='',                          # e.g. 'TCP ovs-vxlan/flannel'
            digits:int=2,
            min_n:int=MIN_REPETITIONS,             # fewest repetitions a verdict may rest on: more where repetitions close in time are not independent
+           scale:str='linear',                    # 'log' for a ratio: distances, spread and the repetitions needed on the log scale
+           sd:float|None=None,                    # the spread per repetition on that scale (default: read back from the interval's width)
+           level:float|None=None,                 # the interval's level (default `level()`: 95 %, higher after adaptive rounds)
           ) -> Verdict:
-    "Reproduced when the whole interval lies in `band`, refuted when none of it does, else inconclusive (saying how far it reaches past the band's edge and about how many repetitions would decide it); inconclusive too below `min_n` repetitions, whatever the interval."
-    f = lambda x: '∞' if math.isinf(x) else f"{x:.{digits}f}"
-    measured = f"{label + ' = ' if label else ''}{estimate:.{digits}f} [{CONFIDENCE:.0%} CI {f(low)}–{f(high)}, n={n}] vs {band}"
+    "Reproduced when the whole interval lies in `band`, refuted when none of it does, else inconclusive (saying how far it reaches past the band's edge and about how many repetitions would decide it: solved at that count and at the next look's level); inconclusive too below `min_n` repetitions, whatever the interval."
+    if scale not in ('linear', 'log'): raise ConfigError('scale', f"'linear' or 'log', got {scale!r}")
+    lv = level or _LEVEL.get()
+    f = lambda x: num(x, digits)
+    measured = f"{label + ' = ' if label else ''}{estimate:.{digits}f} [{pct(lv)} CI {f(low)}–{f(high)}, n={n}] vs {band}"
     inside, outside = band.low <= low and high <= band.high, high < band.low or low > band.high
     if (inside or outside) and n < min_n:
-        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: the interval lies {'inside' if inside else 'outside'} the band, but on {n} repetitions, fewer than the {min_n} this claim rests a verdict on", min_n)
+        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: the interval lies {'inside' if inside else 'outside'} the band, but on {n} repetitions, fewer than the {min_n} this claim rests a verdict on", min_n, leans='reproduced' if inside else 'refuted')
     if inside: return Verdict('reproduced', measured)
     if outside: return Verdict('refuted', measured)
+    leans = 'reproduced' if band.low <= estimate <= band.high else 'refuted'
     if math.isinf(low) or math.isinf(high):
-        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: no interval (n={n}: fewer than {MIN_REPETITIONS} repetitions, or a value ≤ 0 a ratio's logarithm cannot take)", max(min_n, n + 1))
+        return Verdict('inconclusive', measured, f"{label or 'the statistic'}: no interval (n={n}: fewer than {MIN_REPETITIONS} repetitions, or a value ≤ 0 a ratio's logarithm cannot take)", max(min_n, n + 1), leans=leans)
     edge = min((e for e in band.edges() if low <= e <= high), key=lambda e: abs(e - estimate))
-    dist, half = abs(estimate - edge), (high - low) / 2
-    needed = max(min_n, n + 1, math.ceil(n * (half / dist) ** 2)) if dist > half * 1e-2 else None   # closer: no count that makes sense would decide it
+    log = scale == 'log' and min(edge, estimate, low) > 0
+    tr = math.log if log else (lambda x: x)
+    dist = abs(tr(estimate) - tr(edge))
+    spread = sd if sd is not None else (tr(high) - tr(low)) / 2 * math.sqrt(n) / t_quantile(n - 1, lv)
+    need = needed_n(spread, dist, n, 1 - (1 - lv) / 2) if dist > (tr(high) - tr(low)) / 2 * 1e-2 else None   # closer: no count that makes sense would decide it
+    needed = max(min_n, need) if need else None
     reason = (f"{label or 'the interval'}: {f(low)}–{f(high)} straddles {edge:g} ({f(edge - low)} below, {f(high - edge)} above); "
               + (f"about {needed} repetitions (now {n}) would decide it if the spread stays as it is" if needed
+                 else f"more than {MAX_NEEDED} repetitions would be needed at this spread" if dist > (tr(high) - tr(low)) / 2 * 1e-2
                  else "the estimate sits on the edge: more repetitions narrow the interval but may not decide it"))
-    return Verdict('inconclusive', measured, reason, needed)
+    return Verdict('inconclusive', measured, reason, needed, leans=leans)
 
 def all_hold(*verdicts:Verdict, measured:str|None=None) -> Verdict:
-    "A claim made of parts that must all hold: refuted if any part is, reproduced if all are, else inconclusive."
+    "A claim made of parts that must all hold: refuted if any part is, reproduced if all are, else inconclusive — needing its cheapest route to a decision: the fewest repetitions that would refute one part leaning that way, or the most any part needs when all lean towards reproduced."
     st = [v.status for v in verdicts]
     m = measured if measured is not None else '; '.join(v.measured for v in verdicts)
     if 'refuted' in st: return Verdict('refuted', m)
     if all(s == 'reproduced' for s in st): return Verdict('reproduced', m)
     open_ = [v for v in verdicts if v.status == 'inconclusive']
-    needed = [v.needed for v in open_ if v.needed]
+    refute = [v.needed for v in open_ if v.leans == 'refuted' and v.needed]
+    reproduce = [v.needed for v in open_] if all(v.leans == 'reproduced' and v.needed for v in open_) else []
+    routes = ([min(refute)] if refute else []) + ([max(reproduce)] if reproduce else [])
     finer = _union(f for v in open_ for f in v.finer)
-    return Verdict('inconclusive', m, '; '.join(v.reason for v in open_), max(needed) if needed else None, finer)
+    leans = 'refuted' if refute else 'reproduced' if reproduce else ''
+    needs = [v.needed for v in open_ if v.needed]
+    return Verdict('inconclusive', m, '; '.join(v.reason for v in open_), min(routes) if routes else max(needs) if needs else None, finer, leans)
 
 def _union(fs) -> tuple:
     "`Finer` points once each, in order (a point two parts need is measured once)."
@@ -237,23 +331,26 @@ class Ratio:
         "A paired ratio from its per-repetition values."
         return cls(*iqr(ratios), len(ratios), True, (list(ratios),))
     def __iter__(self): return iter((self.median, (self.low, self.high), self.n))
-    def interval(self, level:float=CONFIDENCE) -> tuple[float, float, float]:
-        "(estimate, low, high): the geometric mean of the paired ratios with its t interval (on the logs), or the geometric mean of a over that of b with a bootstrap interval (each side resampled)."
+    def interval(self, level:float|None=None) -> tuple[float, float, float]:
+        "(estimate, low, high): the geometric mean of the paired ratios with the t interval of their mean log (`log_t_interval`), or geomean(a)/geomean(b) with Welch's interval on the logs (`welch_log_interval`); the level is `level()` unless given. Never a bound ≤ 0."
         groups = [list(g) for g in self.samples]
         if not groups or len(groups) != (1 if self.paired else 2) or any(x <= 0 for g in groups for x in g):
             return self.median, -math.inf, math.inf   # no samples kept, or a value <= 0: no geometric mean, no interval
-        if self.paired:   # ratios are log-normal-ish: the t interval of the mean log ratio, back-transformed
-            m, lo, hi = t_interval([math.log(r) for r in groups[0]], level)
-            return math.exp(m), math.exp(lo) if math.isfinite(lo) else -math.inf, math.exp(hi) if math.isfinite(hi) else math.inf
-        return bootstrap(groups, lambda g: geomean(g[0]) / geomean(g[1]), level=level)
+        return log_t_interval(groups[0], level) if self.paired else welch_log_interval(groups[0], groups[1], level)
+    def sd(self) -> float|None:
+        "The spread per repetition on the log scale (paired: the sd of the log ratios; unpaired: of a log difference), None without samples."
+        groups = [list(g) for g in self.samples]
+        if not groups or any(x <= 0 for g in groups for x in g) or any(len(g) < 2 for g in groups): return None
+        sds = [_mean_sd([math.log(x) for x in g])[1] for g in groups]
+        return sds[0] if self.paired else math.sqrt(sum(s * s for s in sds))
     def decide(self, band:Band, label:str='', *, min_n:int|None=None) -> Verdict:
-        "The verdict of 'this ratio lies in `band`' (`decide` on its interval, on at least `min_n` repetitions: by default its own)."
-        return decide(*self.interval(), band, n=self.n, label=label, min_n=self.min_n if min_n is None else min_n)
+        "The verdict of 'this ratio lies in `band`' (`decide` on its interval, on the log scale, on at least `min_n` repetitions: by default its own)."
+        return decide(*self.interval(), band, n=self.n, label=label, min_n=self.min_n if min_n is None else min_n, scale='log', sd=self.sd())
     def text(self, label:str='', digits:int=2) -> str:
         "e.g. 'ovs-vxlan/flannel = 1.08 [95 % CI 1.03–1.12, n=3]'."
         est, lo, hi = self.interval()
-        f = lambda x: '∞' if math.isinf(x) else f"{x:.{digits}f}"
-        s = f"{est:.{digits}f} [{CONFIDENCE:.0%} CI {f(lo)}–{f(hi)}, n={self.n}{'' if self.paired else ', unpaired'}]"
+        f = lambda x: num(x, digits)
+        s = f"{est:.{digits}f} [{pct(level())} CI {f(lo)}–{f(hi)}, n={self.n}{'' if self.paired else ', unpaired'}]"
         return f"{label} = {s}" if label else s
     def __str__(self): return self.text()
 

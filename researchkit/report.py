@@ -224,7 +224,8 @@ def build_report(*, results_root:os.PathLike|str,  # the result store root (resu
     text = '\n'.join([f"# {title}", '',
                       'Verdicts compare ratios, orderings and trends measured here with the paper\'s claims; the paper\'s '
                       'absolute numbers come from other hardware and are shown only as labelled reference marks.', '',
-                      'Each claim is decided on a 95 % interval over repetitions against its band: inside → reproduced, outside → refuted, '
+                      'Each claim is decided on an interval over repetitions against its band (ratios: Student-t on the log ratios, paired by repetition; '
+                      '95 %, and 97.5 %, 98.75 %, … after each adaptive round, so that stopping when a claim decides cannot buy a verdict): inside → reproduced, outside → refuted, '
                       'straddling → inconclusive (with how far it reaches and about how many repetitions would decide it). '
                       '"Same verdict" compares with the campaign measured before it.', '',
                       *markdown_table(['study', 'records', 'reproduced', 'refuted', 'inconclusive', 'not measurable', 'same verdict as the other campaign'], summary), '',

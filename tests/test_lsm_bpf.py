@@ -85,3 +85,8 @@ def test_committed_quick_campaign_decides_from_real_records():
     assert paper['status'].is_in(['reproduced', 'refuted', 'inconclusive']).all(), table
     assert all(r for r in paper.filter(pl.col('status') == 'inconclusive')['reason'])
     assert 'EPERM' in table.filter(pl.col('id') == 'lsm')['reason'][0]
+    # Landlock's ruleset is the same at 1 and 100,000 entries (the fillers name no file): claim 2 leaves it out, saying why,
+    # and every part it keeps compares two different configurations
+    c2 = table.filter(pl.col('id') == '2').row(0, named=True)
+    assert 'landlock: not a test of rule growth here' in c2['measured'] and ', landlock: ns per call' not in c2['measured'], c2
+    assert ', landlock:' not in c2['reason'] and ', tp-openat: ns per call' in c2['measured'], c2

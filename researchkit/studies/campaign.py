@@ -231,7 +231,7 @@ class Campaign:
         """Adaptive rounds, while a claim is inconclusive: first **refinement** — where the grid's resolution alone leaves a verdict
         open (`Verdict.finer`), the points between the grid's values that would narrow it, each at every repetition its curve has
         (marked `'refine': True`; one point at a time, all its repetitions in a row) — then **repetitions**: the points a claim with
-        `needs` depends on, once more — until every such claim is decided, the points reach `max_repetitions`, or the next round would
+        `needs` depends on, as many more times as the cheapest open claim's `needed` asks (within the budget) — until every such claim is decided, the points reach `max_repetitions`, or the next round would
         end past `budget_min` (a refinement's cost is its neighbours' on the curve: the longest each took). Refinement goes claim by
         claim, in order, as far as the budget takes it. Each round and each stop are recorded with their reason (experiment
         'adaptive'); returns the reasons."""
@@ -290,20 +290,26 @@ class Campaign:
                 note({'round': rnd, 'stop': 'max_repetitions'}, {'rounds': (rnd, 'count')},
                      f"stopped: claims {', '.join(ids)} still undecided but their points have {maxr} repetitions (max_repetitions)"); break
             n_todo = sum(len(ps) for ps in todo.values())
-            cost = (last[1] / last[0] * n_todo if last else sum(self._point_s(e) * len(ps) for e, ps in todo.items()))
-            if budget is not None and spent() + cost > budget * 60:
+            per_rep = (last[1] / last[0] * n_todo if last else sum(self._point_s(e) * len(ps) for e, ps in todo.items()))
+            # every look costs interval width (`claims.level_at`), so a round goes as far as the cheapest open claim's `needed`
+            # (solved at that count and the next look's level), not one repetition at a time; the budget caps it
+            have = min(r for ps in todo.values() for _, r in ps)
+            k = min(maxr, max(have + 1, int(undecided['needed'].min()))) - have
+            if budget is not None: k = min(k, int((budget * 60 - spent()) // max(per_rep, 1e-9)))
+            cost = per_rep * max(k, 1)
+            if k < 1:
                 note({'round': rnd, 'stop': 'budget'}, {'rounds': (rnd, 'count'), 'spent_s': (spent(), 's')},
                      f"stopped: claims {', '.join(ids)} still undecided; the next round (~{cost:.0f} s) would end past the budget "
                      f"({spent() / 60:.1f} of {budget:g} min spent)"); break
             rnd += 1
             why = '; '.join(f"{r['id']}: {r['reason']}" for r in undecided.iter_rows(named=True))
-            note({'round': rnd}, {'points': (n_todo, 'count'), 'estimated_s': (cost, 's')},
-                 f"round {rnd}: +1 repetition of {n_todo} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
+            note({'round': rnd}, {'points': (n_todo, 'count'), 'added': (k, 'count'), 'estimated_s': (cost, 's')},
+                 f"round {rnd}: +{k} repetition{'s' if k > 1 else ''} of {n_todo} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
             t_round = time.perf_counter()
             for e, ps in todo.items():
                 points, fn, shuffled = self._swept[e]
-                self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + 1, shuffle=shuffled)
-            last = (n_todo, time.perf_counter() - t_round)
+                self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + k, shuffle=shuffled)
+            last = (n_todo * k, time.perf_counter() - t_round)
         return log
 
     def _finer_within(self, undecided:pl.DataFrame, left_s:float|None) -> tuple[list, list]:

@@ -711,12 +711,12 @@ class RepCurves:
         return (Finer('load', {'runtime': self.runtime, 'endpoint': self.endpoint}, {'rate': mid}, f"{self.runtime} {self.endpoint} {what} in {lo:g}–{hi:g} req/s"),)
 
 def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|None=None, below_a:float=SUCCESS_KNEE):
-    "(estimate, low, high, n, both knees inside the grid, (resolution low, high), the `Finer` points halving the knees' cells): knee of (a, endpoint) over knee of (b, b_endpoint) on the median curves over repetitions (interpolated knees), with a percentile bootstrap over repetitions (resampled jointly: a repetition of every curve ran in the same pass). The interval is never narrower than the knees' resolution: the ratio of the grid cells they fell in (0 or ∞ on the side a knee below the grid leaves open)."
-    from researchkit.claims import bootstrap
+    "(estimate, low, high, n, both knees inside the grid, (resolution low, high), the `Finer` points halving the knees' cells): the geometric mean over repetitions of each repetition's knee of (a, endpoint) over its knee of (b, b_endpoint) (interpolated knees; a repetition of every curve ran in the same pass, so they pair), with the t interval of the mean log ratio (until 2026-11-28 a percentile bootstrap over 3 repetitions: about their min–max, covering far less than 95 %). The interval is never narrower than the knees' resolution: the ratio of the grid cells they fell in (0 or ∞ on the side a knee below the grid leaves open)."
+    from researchkit.claims import log_t_interval
     ca, cb = RepCurves(df, a, endpoint), RepCurves(df, b, b_endpoint or endpoint)
     reps = sorted(set(ca.reps) & set(cb.reps))
     if not reps: raise NotMeasurable(f"{a}/{b} {endpoint}", "no repetition measured both")
-    est, lo, hi = bootstrap([reps], lambda g: ca.knee(g[0], below_a) / cb.knee(g[0]), resamples=2000)
+    est, lo, hi = log_t_interval([ca.knee([r], below_a) / cb.knee([r]) for r in reps])
     (la, ua), (lb, ub) = ca.cell(reps, below_a), cb.cell(reps)
     res = (la / ub, ua / lb if lb else math.inf)   # a knee is only known to lie in its cell; a ratio of two, to this range
     finer = ca.finer((la, ua), 'knee' if below_a == SUCCESS_KNEE else 'collapse') + cb.finer((lb, ub))
@@ -726,7 +726,7 @@ def _decide_knees(kr, band, label):
     "Decide a knee ratio; when the grid's resolution alone straddles the band, say so (a finer grid, not more repetitions, would decide it) and name the points between the grid's rates that would narrow it (`Verdict.finer`: a campaign's adaptive rounds measure them)."
     from researchkit.claims import decide, Verdict
     est, lo, hi, n, _, (rlo, rhi), finer = kr
-    v = decide(est, lo, hi, band, n=n, label=label)
+    v = decide(est, lo, hi, band, n=n, label=label, scale='log')
     edges = [e for e in band.edges() if rlo < e < rhi]
     if v.status == 'inconclusive' and edges and (rlo == 0 or math.isinf(rhi)):
         return Verdict('inconclusive', v.measured,
@@ -1122,7 +1122,7 @@ def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
 # distribution miss each other 13 % of the time (2 x 2! 4! / 6!), and this VM's speed moves x1.6 between phases, so the rule
 # called noise a disagreement (runsc's CPU endpoint in campaign rk6ba7: bursts 51 and 67 ms against 32-39 ms; on the next host
 # the same bursts were 0.90 x the closed loop's, median of 5 rounds).
-from ..claims import within, t_interval, t_quantile, MIN_REPETITIONS
+from ..claims import within, log_t_interval, welch_log_interval, CONFIDENCE, MIN_REPETITIONS
 AGREE = within(0.8, 1.25)
 
 def _interval(a:dict, b:dict) -> tuple[float, float, float]:
@@ -1131,17 +1131,8 @@ def _interval(a:dict, b:dict) -> tuple[float, float, float]:
     minute: `sweeps`), else Welch's over the two sets of values (`vals`); (estimate, -inf, inf) with fewer values."""
     ra, rb = ({r['rep']: r['v'] for r in (x.get('reps') or []) if r['v'] and r['v'] > 0} for x in (a, b))
     common = sorted(set(ra) & set(rb))
-    if len(common) >= MIN_REPETITIONS:
-        m, lo, hi = t_interval([math.log(ra[k] / rb[k]) for k in common])
-        return math.exp(m), math.exp(lo), math.exp(hi)
-    la, lb = ([math.log(v) for v in x['vals'] if v > 0] for x in (a, b))
-    d = sum(la) / len(la) - sum(lb) / len(lb)
-    if min(len(la), len(lb)) < MIN_REPETITIONS: return math.exp(d), -math.inf, math.inf
-    va, vb = (sum((v - sum(l) / len(l)) ** 2 for v in l) / (len(l) - 1) / len(l) for l in (la, lb))
-    if va + vb == 0: return (math.exp(d),) * 3
-    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))   # Welch-Satterthwaite, rounded down
-    h = t_quantile(max(1, int(df))) * math.sqrt(va + vb)
-    return math.exp(d), math.exp(d - h), math.exp(d + h)
+    if len(common) >= MIN_REPETITIONS: return log_t_interval([ra[k] / rb[k] for k in common], CONFIDENCE)
+    return welch_log_interval([v for v in a['vals'] if v > 0], [v for v in b['vals'] if v > 0], CONFIDENCE)
 
 def _agreement(what:str, a:dict|None, b:dict|None):
     "(True: agrees, False: disagrees, None: undecided; text): the open loop's `what` (`a`) against the closed loop's (`b`), each {'vals', 'reps'} (`_interval`); (None, '') when either is missing."
