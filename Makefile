@@ -26,6 +26,7 @@ nbdev-test:                  ## the examples and tests under the code in the lib
 	$(VENV)/nbdev-test --skip-folder-re '^(studies|[_.].*)$$'
 
 bench: setup                 ## harness, data-path and container-runtime costs, as ratios measured in one run (run alone)
+	$(VENV)/python bench/variance.py
 	$(VENV)/python bench/harness.py
 	$(VENV)/python bench/runtimes.py
 	$(VENV)/python bench/policy.py

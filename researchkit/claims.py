@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/claims.html.md"""
 
 # %% ../nbs/50_claims.ipynb #c003
 from __future__ import annotations
-import contextvars, functools, html, json, math
+import contextlib, contextvars, functools, html, json, math
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 import polars as pl
@@ -17,8 +17,8 @@ from .results.records import NOT_MEASURABLE
 __all__ = ['STATUSES', 'CONFIDENCE', 'EVAL_SCHEMA', 'MIN_REPETITIONS', 'MAX_NEEDED', 'Verdict', 'verdict', 'Finer', 'Claim',
            'evaluate', 'select', 'summarize', 'not_measurable_reason', 'iqr', 'geomean', 'level_at', 'looks', 'level',
            'num', 'pct', 't_cdf', 't_quantile', 't_interval', 'log_t_interval', 'welch_log_interval', 'needed_n',
-           'Band', 'at_least', 'at_most', 'within', 'decide', 'all_hold', 'Ratio', 'ratio', 'optional', 'ratio_text',
-           'claims_markdown']
+           'Band', 'at_least', 'at_most', 'within', 'decide', 'all_hold', 'Ratio', 'ratio', 'collecting', 'optional',
+           'ratio_text', 'claims_markdown']
 
 # %% ../nbs/50_claims.ipynb #c004
 STATUSES = ('reproduced', 'refuted', 'inconclusive', 'not measurable')
@@ -325,6 +325,7 @@ class Ratio:
     paired: bool   # True when ratios were paired by repetition
     samples: tuple = ()  # paired: (ratios,); unpaired: (numerator values, denominator values)
     min_n: int = MIN_REPETITIONS  # fewest repetitions its verdict may rest on (more where repetitions close in time are not independent)
+    arms: tuple = ()     # paired by `ratio`: (numerator values, denominator values) per repetition, for the variance split (`collecting`)
 
     @classmethod
     def of(cls, ratios:list[float]) -> 'Ratio':
@@ -345,6 +346,8 @@ class Ratio:
         return sds[0] if self.paired else math.sqrt(sum(s * s for s in sds))
     def decide(self, band:Band, label:str='', *, min_n:int|None=None) -> Verdict:
         "The verdict of 'this ratio lies in `band`' (`decide` on its interval, on the log scale, on at least `min_n` repetitions: by default its own)."
+        got = _COLLECT.get()
+        if got is not None: got.append((label, self, band))
         return decide(*self.interval(), band, n=self.n, label=label, min_n=self.min_n if min_n is None else min_n, scale='log', sd=self.sd())
     def text(self, label:str='', digits:int=2) -> str:
         "e.g. 'ovs-vxlan/flannel = 1.08 [95 % CI 1.03–1.12, n=3]'."
@@ -404,7 +407,22 @@ def ratio(df:pl.DataFrame,  # records
     if any(not math.isfinite(r) for r in rs): raise NotMeasurable(f"{metric} {num} / {den}", "the denominator was 0")
     if paired: samples = (rs,)
     else: samples = (a['value'].to_list(), b['value'].to_list())
-    return Ratio(_q(rs, 0.5), _q(rs, 0.25), _q(rs, 0.75), n, paired, samples)
+    arms = ()
+    if paired:   # each side's own value per repetition (its geometric mean over `combine`): how much pairing removes
+        pp = pairs.filter((pl.col('value') > 0) & (pl.col('value_den') > 0))
+        if combine is not None:
+            pp = pp.group_by(keys, maintain_order=True).agg(pl.col('value').log().mean().exp(), pl.col('value_den').log().mean().exp())
+        arms = (pp['value'].to_list(), pp['value_den'].to_list())
+    return Ratio(_q(rs, 0.5), _q(rs, 0.25), _q(rs, 0.75), n, paired, samples, arms=arms)
+
+_COLLECT = contextvars.ContextVar('researchkit_claims_collect', default=None)
+
+@contextlib.contextmanager
+def collecting():
+    "Inside, every `Ratio.decide` appends (label, ratio, band) to the list this yields: the quantities a study's claims decide on (`bench/variance.py` splits their variance)."
+    got = []; token = _COLLECT.set(got)
+    try: yield got
+    finally: _COLLECT.reset(token)
 
 def optional(check:Callable, *args, **kw):
     "`check(*args, **kw)`, or None when it raises `NotMeasurable`: a part of a claim the verdict can do without."

@@ -41,7 +41,6 @@ def test_bad_input_fails_before_anything_starts(param, field, tmp_path):
     assert_rejected_before_start('hlf-ec', param, field, tmp_path, leftovers_glob=f'{FABRIC_ROOT}/{{rid}}-*')   # the command's run ids only
 
 @fabric
-@pytest.mark.exclusive   # Light's block rate < 0.8 x Heavy's, measured one after the other: another worker's load between them skews it
 def test_smoke_run_end_to_end(tmp_path):
     "The study notebook through the CLI with the smoke profile: EC-off and RS(4,3) points on one network, real block files encoded and rebuilt, claims, figures, nothing left."
     before = _netns()
@@ -62,9 +61,13 @@ def test_smoke_run_end_to_end(tmp_path):
     assert ((files['value'] / val('ec_files')) > 60 * 2**20).all() and ((files['value'] / val('ec_files')) <= 64 * 2**20).all()
     assert ((val('kept_fraction') * 3 >= 1) & (val('kept_fraction') * 3 < 1.001)).all()
     assert (val('ec_cpu_s') > 0).all() and val('ec_cpu_s').len() == files.height
-    # one lone Light client waits for BatchTimeout on every block: its block rate is below Heavy's (Table 2's shape)
+    # one lone Light client waits for BatchTimeout on every block: each of its blocks holds one transaction, Heavy's 8 clients'
+    # hold more (Table 2's shape, why Light's block rate is the lowest). Counted, not timed: another test's load on the host
+    # (two xdist workers) cannot move it, where the block rates measured one after the other can
     b = P['budgets'][0]
-    assert val('block_rate_mbps', workload='light', budget=b, ec=he.OFF)[0] < 0.8 * val('block_rate_mbps', workload='heavy', budget=b, ec=he.OFF)[0]
+    per_block = lambda w: (val('ok', workload=w, budget=b, ec=he.OFF) / val('blocks', workload=w, budget=b, ec=he.OFF)).to_list()
+    assert per_block('light') == [1.0] and per_block('heavy')[0] > 1.2, (per_block('light'), per_block('heavy'))
+    assert (val('block_rate_mbps', workload='light', budget=b, ec=he.OFF) > 0).all()
     # the rebuild of a lost file: from the other peers' chunks in the measured peer's container, and from k chunks after n - k losses
     rb = df.filter(pl.col('experiment') == 'rebuild')
     assert set(rb.filter(pl.col('metric').is_in(['verified', 'verified_after_losses']))['value']) == {1.0}

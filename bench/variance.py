@@ -1,0 +1,63 @@
+"""`make bench`: where the variance of every claim's quantity lives, read from the committed campaigns (no measuring).
+
+For each ratio a claim decides on (`claims.collecting`): the spread of the log ratio between repetitions (minutes apart in
+every study: a repetition is one pass over the points), the spread of each arm on its own, and what pairing by repetition
+keeps of it (var(log a/b) / (var(log a) + var(log b)): 1 = the arms are independent, near 0 = a drift both arms share
+cancels). From that spread: the repetitions the claim would need at 95 % if its estimate stays where it is (`needed_n`).
+Levels this cannot split (within a run, seconds apart) need runs made for it; the output says so.
+
+Usage: python bench/variance.py [--study NAME ...] [--results results]
+"""
+import argparse, math, pathlib, sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+def _sd(xs):
+    if len(xs) < 2: return None
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+def split(label, r, band):
+    "One row: quantity, n, sd of the log ratio, of each arm, the share pairing keeps, and the repetitions a decision needs."
+    from researchkit.claims import needed_n
+    logs = [math.log(x) for x in (r.samples[0] if r.paired and r.samples else []) if x > 0]
+    sr = _sd(logs)
+    arms = [[math.log(x) for x in side if x > 0] for side in r.arms] if r.arms else []
+    sa, sb = (_sd(arms[0]), _sd(arms[1])) if arms else (None, None)
+    keep = sr ** 2 / (sa ** 2 + sb ** 2) if sr is not None and sa and sb else None
+    est = math.exp(sum(logs) / len(logs)) if logs else None
+    edges = [e for e in band.edges() if e > 0]
+    need = None
+    if est and edges and sr is not None:
+        dist = min(abs(math.log(est) - math.log(e)) for e in edges)
+        need = needed_n(sr, dist, 1, 0.95) if dist > 0 else None
+    return label, r.n, sr, sa, sb, keep, est, str(band), need
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--study', action='append'); ap.add_argument('--results', default=str(ROOT / 'results'))
+    a = ap.parse_args(argv)
+    from researchkit.claims import evaluate, collecting
+    from researchkit.results.store import ResultStore
+    from researchkit.studies.catalog import study_names, get_study
+    store = ResultStore(a.results)
+    f = lambda x, d=3: '—' if x is None else f"{x:.{d}f}"
+    print("# Variance split per claim quantity (committed quick campaigns; between repetitions = minutes apart)\n")
+    for name in a.study or study_names():
+        df = store.campaign_records(name, profile='quick')
+        if df.height == 0: print(f"## {name}: no committed quick campaign\n"); continue
+        with collecting() as got: evaluate(list(get_study(name).claims()), df)
+        print(f"## {name} (campaign {df['campaign'][0]})\n")
+        print("| quantity | n | sd log ratio | sd log a | sd log b | pairing keeps | estimate | band | n to decide at 95 % |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        seen = set()
+        for label, r, band in got:
+            if (label, str(band)) in seen: continue
+            seen.add((label, str(band)))
+            q, n, sr, sa, sb, keep, est, b, need = split(label, r, band)
+            print(f"| {q} | {n} | {f(sr)} | {f(sa)} | {f(sb)} | {f(keep, 2)} | {f(est, 2)} | {b} | {need or '> 1000 or on the edge'} |")
+        print("\nWithin-run and seconds-apart levels: not in the records (each point is one run per repetition); "
+              "`bench/runtimes.py` and `bench/harness.py` measure back-to-back repeats of their own.\n")
+
+if __name__ == '__main__':
+    sys.path.insert(0, str(ROOT)); main()
