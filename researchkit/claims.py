@@ -344,11 +344,11 @@ class Ratio:
         if not groups or any(x <= 0 for g in groups for x in g) or any(len(g) < 2 for g in groups): return None
         sds = [_mean_sd([math.log(x) for x in g])[1] for g in groups]
         return sds[0] if self.paired else math.sqrt(sum(s * s for s in sds))
-    def decide(self, band:Band, label:str='', *, min_n:int|None=None) -> Verdict:
+    def decide(self, band:Band, label:str='', *, min_n:int|None=None, digits:int=2) -> Verdict:
         "The verdict of 'this ratio lies in `band`' (`decide` on its interval, on the log scale, on at least `min_n` repetitions: by default its own)."
         got = _COLLECT.get()
         if got is not None: got.append((label, self, band))
-        return decide(*self.interval(), band, n=self.n, label=label, min_n=self.min_n if min_n is None else min_n, scale='log', sd=self.sd())
+        return decide(*self.interval(), band, n=self.n, label=label, min_n=self.min_n if min_n is None else min_n, scale='log', sd=self.sd(), digits=digits)
     def text(self, label:str='', digits:int=2) -> str:
         "e.g. 'ovs-vxlan/flannel = 1.08 [95 % CI 1.03–1.12, n=3]'."
         est, lo, hi = self.interval()

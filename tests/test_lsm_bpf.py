@@ -90,3 +90,22 @@ def test_committed_quick_campaign_decides_from_real_records():
     c2 = table.filter(pl.col('id') == '2').row(0, named=True)
     assert 'landlock: not a test of rule growth here' in c2['measured'] and ', landlock: ns per call' not in c2['measured'], c2
     assert ', landlock:' not in c2['reason'] and ', tp-openat: ns per call' in c2['measured'], c2
+    # claim 1 is decided on the direct cost (hooked calls x ns added per call / run time), the throughput ratios shown beside it
+    c1 = table.filter(pl.col('id') == '1').row(0, named=True)
+    assert c1['status'] in ('reproduced', 'refuted', 'inconclusive') and 'decided on the direct cost, assuming' in c1['measured'], c1
+    assert 'files, tp-openat: 1 − direct cost' in c1['measured'] and 'fio throughput with/without = ' in c1['measured'].split('not deciding')[1], c1
+
+@pytest.mark.skipif(not (COMMITTED/'lsm-bpf'/'records.parquet').exists(), reason='no committed quick run')
+def test_direct_cost_is_hooked_calls_times_ns_added_over_run_time():
+    "One repetition by hand: tp-openat's firings in a fio run x (ns per open with it - without any program) / fio's run time."
+    df = ResultStore(COMMITTED).load('lsm-bpf')
+    df = df.filter(pl.col('campaign') == sorted(df['campaign'].unique().to_list())[-1])
+    rep, lo = 0, lb._rule_range(df, 'fio', 'tp-openat')[0]
+    one = lambda metric, **f: df.filter((pl.col('metric') == metric) & (pl.col('repetition') == rep)
+                                        & pl.all_horizontal(*[pl.col(k) == v for k, v in f.items()]))['value'].median()
+    run = dict(experiment='fio', variant='paper', mechanism='tp-openat', rules=lo)
+    calls = max(one('hook_fired', **run), one('hooked_calls', **run))
+    added = one('ns_per_call', experiment='percall', mode='open', mechanism='tp-openat', rules=lo) - one('ns_per_call', experiment='percall', mode='open', mechanism='none')
+    expect = 1 - calls * added * 1e-9 / (one('job_runtime_ms', **run) / 1000)
+    assert lb.direct_cost(df, 'fio', 'paper', 'tp-openat')[0] == pytest.approx(expect), expect
+    assert 0.9 < expect <= 1.01   # a per-open cost of ~1 us over ~2 000 opens a second
