@@ -6,17 +6,17 @@ Docs: https://researchkit.github.io/researchkit/report.html.md"""
 
 # %% ../nbs/52_report.ipynb #c003
 from __future__ import annotations
-import os, re, json, pathlib
+import math, os, re, json, pathlib
 import polars as pl
 from .core import ConfigError, markdown_table
 from .results.records import NOT_MEASURABLE, CAMPAIGN, HOST_COLUMNS, recorded_hosts, host_changes, mitigations_text
 from .results.store import ResultStore
-from .claims import evaluate, claims_markdown, STATUSES
+from .claims import evaluate, claims_markdown, collecting, STATUSES
 from .studies.contract import Study, REPRODUCTION_PROFILE, study_notes
 
 # %% auto #0
 __all__ = ['capability_notes', 'provenance_summary', 'host_summary', 'host_differences', 'wall_time', 'repetition_lines',
-           'profile_notes', 'build_report']
+           'profile_notes', 'between_campaigns', 'build_report']
 
 # %% ../nbs/52_report.ipynb #c005
 def _point_text(pj:str) -> str:
@@ -157,20 +157,38 @@ def profile_notes(study, profile:str) -> list[str]:
     return [f"### The {profile} profile", '', f"From `params/{study.name}/{profile}.yaml`:", '', *[f"> {l}" if l else '>' for l in head], '']
 
 # %% ../nbs/52_report.ipynb #c008
+def between_campaigns(mine:list, theirs:list, other_campaign:str) -> list[str]:
+    """Lines for the quantities (`claims.collecting`'s ratios, by label) whose 95 % intervals in two campaigns do not overlap:
+    part of their variance lies between campaigns, hours apart, which the repetitions inside one campaign do not sample."""
+    def iv(got):
+        out = {}
+        for label, r, _ in got:
+            est, lo, hi = r.interval(0.95)
+            if label and all(math.isfinite(x) for x in (est, lo, hi)): out[label] = (est, lo, hi)
+        return out
+    a, b = iv(mine), iv(theirs)
+    return [f"- {k}: {a[k][0]:.2f} [95% CI {a[k][1]:.2f}–{a[k][2]:.2f}] here, {b[k][0]:.2f} [{b[k][1]:.2f}–{b[k][2]:.2f}] in `{other_campaign}`"
+            for k in a if k in b and (a[k][2] < b[k][1] or b[k][2] < a[k][1])]
+
 def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.DataFrame|None=None, here:dict|None=None) -> tuple[list[str], dict]:
-    table = evaluate(list(study.claims()), df)
+    with collecting() as mine: table = evaluate(list(study.claims()), df)
+    theirs_q = []
     counts = {s: int((table['status'] == s).sum()) for s in STATUSES}
     host_diffs, host_compared = host_differences(df, other, here)
     counts['host'] = bool(host_diffs)
     theirs = None
     if other is not None and other.height:
-        theirs = evaluate(list(study.claims()), other)
-        mine = dict(zip(table['id'], table['status']))
-        counts['agree'] = f"{sum(mine.get(i) == s for i, s in zip(theirs['id'], theirs['status']))}/{table.height}"
+        with collecting() as theirs_q: theirs = evaluate(list(study.claims()), other)
+        mine_st = dict(zip(table['id'], table['status']))
+        counts['agree'] = f"{sum(mine_st.get(i) == s for i, s in zip(theirs['id'], theirs['status']))}/{table.height}"
     md = claims_markdown(table, theirs, f"campaign {other['campaign'][0]}" if theirs is not None else '')
     lines = [f"## {study.title} (`{study.name}`)", '']
     if host_diffs: lines += ['**⚠ Measured on different hosts** — part of a difference between numbers may be the host, not the method:', '', *host_diffs, '']
     lines += ['### Claims', '', md.rstrip('\n') if table.height else '_No claims defined._', '']
+    apart = between_campaigns(mine, theirs_q, other['campaign'][0]) if theirs is not None else []
+    if apart: lines += ['### Between campaigns', '', "Quantities whose 95 % intervals in this campaign and the one before do not overlap: part of their "
+                        "variance lies between campaigns (hours apart), which the repetitions inside one campaign do not sample, so a verdict "
+                        "on them holds for its campaign and may not hold in the next:", '', *apart, '']
     extra = study_notes(study, df, other)   # the study's own tables (e.g. which data paths were real and which stand-ins; some read the other campaign too)
     if extra: lines += [*extra, '']
     figs = _figure_lines(study, df, figures_root)

@@ -195,3 +195,21 @@ def test_old_records_without_the_host_columns_still_report(tmp_path):
     assert f"differs from the one that measured campaign `rk0000` (`h`): kernel: 6.18 → {os.uname().release}" in text, text
     assert ('Compared: the host that measured → the host building this report. '
             'Not compared where the records predate them: kernel_build, cpu_signature, microcode, mitigations, virtualization') in text
+
+def test_report_lists_the_quantities_whose_intervals_two_campaigns_keep_apart(tmp_path):
+    "A ratio whose 95 % intervals in the two campaigns do not overlap is listed under 'Between campaigns'; one that agrees is not."
+    from researchkit.results.records import campaign_complete
+    from researchkit.claims import at_least
+    st = ResultStore(tmp_path/'results')
+    for camp, vx in (('rkA', 0.5), ('rkB', 1.5)):   # vxlan/bridge: ~0.5 in rkA, ~1.5 in rkB, each tight; ipvlan/bridge ~1 in both
+        prov = {**PROV, 'campaign': camp, 'run_id': camp}
+        for rep in range(4):
+            st.append(rows('cni-demo', 'tput', [({'path': 'bridge', 'size': 64}, rep, 10.0 + rep), ({'path': 'vxlan', 'size': 64}, rep, (10.0 + rep) * vx * (1 + 0.01 * rep)),
+                                                 ({'path': 'ipvlan', 'size': 64}, rep, (10.0 + rep) * (1 + 0.05 * (-1) ** rep))], prov=prov))
+        st.append(campaign_complete('cni-demo', prov))
+    def claims():
+        return [Claim(c, c, 'p', lambda d, p=p: ratio(d, 'gbps', ['size'], {'path': p}, {'path': 'bridge'}).decide(at_least(1.0), f"{p}/bridge"))
+                for c, p in (('C1', 'vxlan'), ('C2', 'ipvlan'))]
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_study('cni-demo', 'Demo', claims)]).read_text()
+    section = text.split('### Between campaigns')[1].split('###')[0]
+    assert '- vxlan/bridge: 1.5' in section and 'in `rkA`' in section and 'ipvlan/bridge' not in section, section
