@@ -560,7 +560,7 @@ def _one_commit(df:pl.DataFrame, metric:str, flt:dict) -> float:
     "For TPS: one commit in the measured window (1 / its seconds), the least a window can resolve; else 0."
     from researchkit.claims import select
     if metric != TPS or 'seconds' not in df.columns: return 0.0
-    s = select(df, metric, **flt)['seconds'].drop_nulls() if 'seconds' in df.columns else []
+    s = select(df, metric, **flt)['seconds'].drop_nulls()
     return 1 / max(s) if len(s) and max(s) > 0 else 0.0
 
 def per_rep(df:pl.DataFrame, metric:str, num:dict, den:dict, *, den_how:str='median') -> list[float]:

@@ -327,20 +327,19 @@ def claims():
                 "beside it, not deciding (1-s runs swing ±40 %): " + '; '.join(beside))
         return Verdict(v.status, v.measured + note, v.reason, v.needed, v.finer, v.leans)
     def c2(df):
+        # a claim is a test only where its arms differ: a mechanism whose configuration is the same at both counts measures nothing here
+        same = {m: r['same_at_any_count'] for m, r in MECHANISM_ROLE.items() if r.get('same_at_any_count')}
+        alike = [m for m in same if any(m in _mechanisms(df, e) for e in ('percall', 'fio', 'wrk'))]
         parts = []
         for exp, mode, mechs in (('percall', 'open', _mechanisms(df, 'percall')), ('percall', 'udpconnect', _mechanisms(df, 'percall'))):
-            for m in mechs:
+            for m in (m for m in mechs if m not in same):
                 try: r, lo, hi = rule_growth(df, exp, 'ns_per_call', m, {'mode': mode})
                 except NotMeasurable: continue   # this mechanism does not hook this call
                 parts.append(r.decide(at_most(FLAT_PERCALL), f"{mode}, {m}: ns per call at {hi:,} / {lo:,} rules"))
         for exp, metric, variant in (('fio', 'write_bw', 'paper'), ('wrk', 'transfer_per_s', 'keepalive')):
-            for m in _mechanisms(df, exp):
+            for m in (m for m in _mechanisms(df, exp) if m not in same):
                 r, lo, hi = rule_growth(df, exp, metric, m, {'variant': variant})
                 parts.append(r.decide(at_least(FLAT_WORKLOAD), f"{exp} {variant}, {m}: throughput at {hi:,} / {lo:,} rules"))
-        # a claim is a test only where its arms differ: a mechanism whose configuration is the same at both counts measures nothing here
-        same = {m: MECHANISM_ROLE[m]['same_at_any_count'] for m in MECHANISM_ROLE if MECHANISM_ROLE[m].get('same_at_any_count')}
-        alike = [m for m in same if any(f", {m}:" in v.measured for v in parts)]
-        parts = [v for v in parts if not any(f", {m}:" in v.measured for m in alike)]
         told = '; '.join(f"{m}: not a test of rule growth here: {same[m]}" for m in alike)
         if not parts: raise NotMeasurable('rule growth', told or "no mechanism was measured at two rule counts")
         v = all_hold(*parts)
