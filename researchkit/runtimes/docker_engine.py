@@ -9,7 +9,7 @@ from __future__ import annotations
 import fcntl, hashlib, ipaddress, json, os, pathlib, re, shlex, shutil, subprocess, tarfile, threading, time
 from ..core import ConfigError, NotMeasurable, current_run_id, host_lock
 from ..teardown import Teardown
-from ..testbed.nodes import LocalNode, Result, CommandFailed
+from ..testbed.nodes import LocalNode, Result, CommandFailed, CommandTimeout
 from .rootfs import rootfs_image
 
 # %% auto #0
@@ -255,14 +255,16 @@ class DockerEngine:
                 '--storage-driver', 'overlay2', '--exec-opt', 'native.cgroupdriver=cgroupfs', '--log-level', 'warn',
                 '--shutdown-timeout', '5']   # containers get 5 s to stop when the engine stops (the undo waits 10 s)
         self.proc = self.node.spawn(shlex.join(args), label=f"dockerd {self.sock}")
+        # every probe ends by the deadline: a CLI call that waits on a socket dockerd opened before it was ready
+        # cannot answer after the time is up (it did once in CI: a 0.001-s start "succeeded")
         deadline = time.monotonic() + self.start_timeout
-        while True:
-            r = self.docker('version', '--format', '{{.Server.Version}}', check=False, timeout=20)
+        while (left := deadline - time.monotonic()) > 0 and self.proc.alive():
+            try: r = self.docker('version', '--format', '{{.Server.Version}}', check=False, timeout=min(20, left))
+            except CommandTimeout: continue
             if r.ok: self.version = r.stdout.strip(); return self
-            if not self.proc.alive() or time.monotonic() > deadline:
-                log = self.proc.output()[-1500:]
-                raise NotMeasurable('docker', f"dockerd did not answer on {self.sock} within {self.start_timeout:.0f} s: {log.strip()}")
-            time.sleep(0.5)
+            time.sleep(min(0.5, max(0, deadline - time.monotonic())))
+        log = self.proc.output()[-1500:]
+        raise NotMeasurable('docker', f"dockerd did not answer on {self.sock} within {self.start_timeout:g} s: {log.strip()}")
 
     def docker(self, *args:str,                # docker CLI arguments
                timeout:float=300, check:bool=True, input:str|None=None) -> Result:
