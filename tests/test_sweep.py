@@ -36,6 +36,30 @@ def test_shuffled_repetitions_run_every_point_in_a_seeded_order_of_their_own(tmp
     assert all(sorted(o) == sorted(x['path'] for x in pts) for o in per)  # every point once per repetition
     assert len({tuple(o) for o in per}) == 3 and per[0] != [x['path'] for x in pts]   # a different order each time
 
+def test_paired_arms_run_back_to_back_in_rounds_of_their_own_random_order(tmp_path):
+    "pair=('path',): in every repetition the points equal but for the path run back to back, both the rounds and the arms within each in a seeded random order; a resumed sweep keeps it."
+    pts = [{'path': p, 'size': s} for s in (64, 256, 1024, 4096) for p in ('bridge', 'vxlan', 'macvlan')]
+    def go(st, stop_after=None):
+        calls = []
+        def measure(p, rep):
+            if stop_after is not None and len(calls) == stop_after: raise KeyboardInterrupt
+            calls.append((rep, p['size'], p['path'])); return {'gbps': (1.0, 'Gbit/s')}
+        try: _run(st, measure, points=pts, repetitions=4, shuffle=True, pair=('path',))
+        except KeyboardInterrupt: pass
+        return calls
+    calls = go(ResultStore(tmp_path/'a'))
+    per = [[(s, p) for r, s, p in calls if r == k] for k in range(4)]
+    for o in per:
+        assert sorted(o) == sorted((x['size'], x['path']) for x in pts)
+        rounds = [o[i:i + 3] for i in range(0, 12, 3)]
+        assert all(len({s for s, _ in g}) == 1 for g in rounds)           # a round is one size, its three paths back to back
+    assert len({tuple(s for s, _ in o[::3]) for o in per}) > 1            # the rounds' order changes between repetitions
+    assert len({tuple(p for _, p in o[:3]) for o in per} | {tuple(p for _, p in o[3:6]) for o in per}) > 1   # so does the arms'
+    st = ResultStore(tmp_path/'b')
+    first = go(st, stop_after=7)
+    assert first + go(st) == calls                                        # resumed: the same order, nothing twice
+    with pytest.raises(ConfigError, match='pair'): _run(ResultStore(tmp_path/'c'), lambda p, r: {}, pair='path')
+
 def test_interrupted_sweep_resumes_and_measures_only_the_rest(tmp_path):
     st, calls = ResultStore(tmp_path), []
     def measure(p, rep):

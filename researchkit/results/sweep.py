@@ -14,7 +14,7 @@ from .records import records, not_measurable, point_json, point_key
 from .store import ResultStore
 
 # %% auto #0
-__all__ = ['SweepSummary', 'sweep']
+__all__ = ['SweepSummary', 'run_order', 'sweep']
 
 # %% ../../nbs/42_sweep.ipynb #c004
 @dataclass
@@ -40,6 +40,20 @@ class SweepSummary:
     def _repr_html_(self):
         r = ''.join(f"<li>{html.escape(x)}</li>" for x in self.reasons)
         return f"<b>sweep</b> {html.escape(str(self))}" + (f"<ul>{r}</ul>" if r else '')
+
+# %% ../../nbs/42_sweep.ipynb #c004c
+def run_order(points:list[dict],      # the swept points
+              seed:str,               # the order's seed: "campaign:experiment:repetition"
+              *, shuffle:bool=False,  # rounds (or points) in a random order
+              pair:tuple|list=(),     # fields naming the arms: points equal in every other field run back to back, arms shuffled
+             ) -> list[dict]:
+    "The points in the order one repetition runs them."
+    if not pair: return random.Random(seed).sample(points, len(points)) if shuffle else list(points)
+    rng, rounds = random.Random(seed), {}
+    for p in points: rounds.setdefault(point_json({k: v for k, v in p.items() if k not in pair}), []).append(p)
+    groups = list(rounds.values())
+    if shuffle: groups = rng.sample(groups, len(groups))
+    return [p for g in groups for p in rng.sample(g, len(g))]
 
 # %% ../../nbs/42_sweep.ipynb #c005
 def _check_points(points) -> list[dict]:
@@ -67,6 +81,7 @@ def sweep(store:ResultStore,                # where records go (and what is alre
           progress:bool=True,               # tqdm progress bar
           on_not_measurable:str|Callable='record', # 'record' (row + go on), 'raise', or f(point, rep, exc) after recording
           shuffle:bool=False,               # True: each repetition runs its points in its own seeded random order, so a drift during the sweep becomes noise, not a bias between points
+          pair:tuple|list=(),               # fields naming the arms a claim compares: the points equal in every other field run back to back (`run_order`)
          ) -> SweepSummary:
     "Measure every point `repetitions` times, repetition-major, skipping what `store` already holds."
     points = _check_points(points)
@@ -80,7 +95,9 @@ def sweep(store:ResultStore,                # where records go (and what is alre
         campaign = getattr(prov, 'campaign', None)
         if campaign is None: p0 = get_prov(); campaign = p0.get('campaign') or p0['run_id']
     keys = store.keys(study)
-    order = lambda r: random.Random(f"{campaign}:{experiment}:{r}").sample(points, len(points)) if shuffle else points
+    if not isinstance(pair, (tuple, list)) or not all(isinstance(f, str) for f in pair):
+        raise ConfigError('pair', f"expected a list of point fields, got {pair!r}")
+    order = lambda r: run_order(points, f"{campaign}:{experiment}:{r}", shuffle=shuffle, pair=tuple(pair))
     todo = [(r, p) for r in range(repetitions) for p in order(r)
             if (experiment, point_key(study, experiment, p), r, testbed, campaign) not in keys]
     s = SweepSummary(study, experiment, skipped=len(points) * repetitions - len(todo))

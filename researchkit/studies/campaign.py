@@ -95,7 +95,7 @@ class Campaign:
         self.store = ResultStore(self.results_dir)
         self.summaries: list[SweepSummary] = []
         self.measured_s = 0.0          # wall time of `measure()` in this process
-        self._swept: dict[str, tuple] = {}   # experiment -> (points, measure callable, shuffle): what adaptive rounds repeat
+        self._swept: dict[str, tuple] = {}   # experiment -> (points, measure callable, (shuffle, pair)): what adaptive rounds repeat
         self._point_secs: dict[tuple, float] = {}   # (experiment, point_key) -> the longest one measurement of it took in this process
         self._t0 = self._t_first = None   # when measure() started; when its first sweep started (what came before is setup)
         self._prov, self._tools, self._caps, self._closed, self._host_checked = None, None, None, False, False
@@ -166,6 +166,7 @@ class Campaign:
               *, repetitions:int|None=None,    # default: the parameter `repetitions`
               tools:dict|None=None,            # tool versions to add to provenance
               shuffle:bool=False,              # each repetition in its own seeded random point order (`results.sweep.sweep`)
+              pair:tuple=(),                   # fields naming the arms a claim compares: they run back to back (`results.sweep.run_order`)
              ) -> SweepSummary:
         "Measure every point (resuming: what this campaign recorded is skipped); the summary is kept in `summaries`."
         self._need_measuring('sweep')
@@ -178,13 +179,13 @@ class Campaign:
                 self._point_secs[k] = max(self._point_secs.get(k, 0.0), time.perf_counter() - t)
         s = sweep(self.store, study=self.study.name, experiment=experiment, points=points,
                   repetitions=repetitions or self.P['repetitions'], measure=timed, prov=self.provenance(tools),
-                  testbed=self.testbed.name, campaign=self.id, progress=self.progress, shuffle=shuffle)
+                  testbed=self.testbed.name, campaign=self.id, progress=self.progress, shuffle=shuffle, pair=pair)
         self.summaries.append(s); print(s)
         # a method may sweep an experiment in parts (runtimes-web interleaves its curves with the closed loop): adaptive rounds
         # choose from every point swept so far, with the last part's callable
         known = self._swept.get(experiment, ([],))[0]
         seen = {point_key(self.study.name, experiment, p) for p in known}
-        self._swept[experiment] = (known + [p for p in points if point_key(self.study.name, experiment, p) not in seen], measure, shuffle)
+        self._swept[experiment] = (known + [p for p in points if point_key(self.study.name, experiment, p) not in seen], measure, (shuffle, pair))
         return s
 
     def done(self, experiment:str, point:dict, repetition:int=0) -> bool:
@@ -307,8 +308,8 @@ class Campaign:
                  f"round {rnd}: +{k} repetition{'s' if k > 1 else ''} of {n_todo} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
             t_round = time.perf_counter()
             for e, ps in todo.items():
-                points, fn, shuffled = self._swept[e]
-                self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + k, shuffle=shuffled)
+                points, fn, (shuffled, pair) = self._swept[e]
+                self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + k, shuffle=shuffled, pair=pair)
             last = (n_todo * k, time.perf_counter() - t_round)
         return log
 

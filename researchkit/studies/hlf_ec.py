@@ -369,7 +369,8 @@ def measure(run, P:dict) -> None:
     tools = tool_versions(run.node)
     try:
         bench.network()
-        run.sweep('ec', pts['ec'], measure_fn('ec', P, bench), tools=tools, shuffle=True)
+        # a round is one (workload, budget): EC off and on back to back in a random order, rounds in a random order per repetition
+        run.sweep('ec', pts['ec'], measure_fn('ec', P, bench), tools=tools, shuffle=True, pair=('ec', 'n', 'k'))
         if pts['rebuild']: run.sweep('rebuild', pts['rebuild'], measure_fn('rebuild', P, bench), tools=tools)
     finally:
         bench.close()

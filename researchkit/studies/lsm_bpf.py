@@ -246,7 +246,9 @@ def measure(run, P:dict) -> None:
     prove(run, P, bench)
     tools = tool_versions(bench.host)
     for exp, pts in plan(P).items():
-        run.sweep(exp, pts, measure_fn(exp, P, bench), tools=tools, shuffle=True)   # drift between points becomes noise, not a bias
+        # a round is one mode or variant: every mechanism at every rule count back to back in a random order (the arms of
+        # both claims seconds apart), rounds in a random order per repetition
+        run.sweep(exp, pts, measure_fn(exp, P, bench), tools=tools, shuffle=True, pair=('mechanism', 'rules'))
 
 # %% ../../nbs/63_lsm_bpf.ipynb #c013
 COST_BAND = (0.90, 0.98)   # "a few percent (5-7 %)": throughput with / without enforcement, a cost between 2 and 10 %
