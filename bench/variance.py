@@ -4,11 +4,14 @@ For each ratio a claim decides on (`claims.collecting`): the spread of the log r
 every study: a repetition is one pass over the points), the spread of each arm on its own, and what pairing by repetition
 keeps of it (var(log a/b) / (var(log a) + var(log b)): 1 = the arms are independent, near 0 = a drift both arms share
 cancels). From that spread: the repetitions the claim would need at 95 % if its estimate stays where it is (`needed_n`).
-Levels this cannot split (within a run, seconds apart) need runs made for it; the output says so.
+Beside it, the same spread in the campaign before (a change of method, e.g. the arms run back to back in rounds, shows
+there as a change of spread with everything else the same). Levels this cannot split (within a run, seconds apart) need
+runs made for it; the output says so.
 
 Usage: python bench/variance.py [--study NAME ...] [--results results]
 """
 import argparse, math, pathlib, sys
+import polars as pl
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -47,15 +50,21 @@ def main(argv=None):
         df = store.campaign_records(name, profile='quick')
         if df.height == 0: print(f"## {name}: no committed quick campaign\n"); continue
         with collecting() as got: evaluate(list(get_study(name).claims()), df)
-        print(f"## {name} (campaign {df['campaign'][0]})\n")
-        print("| quantity | n | sd log ratio | sd log a | sd log b | pairing keeps | estimate | band | n to decide at 95 % |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        camps = store.campaigns(name).filter(pl.col('complete') & (pl.col('profile') == 'quick'))['campaign'].to_list()
+        prev = camps[camps.index(df['campaign'][0]) - 1] if df['campaign'][0] in camps and camps.index(df['campaign'][0]) > 0 else None
+        before = {}
+        if prev is not None:
+            with collecting() as old: evaluate(list(get_study(name).claims()), store.campaign_records(name, prev))
+            before = {(label, str(band)): split(label, r, band)[2] for label, r, band in old}
+        print(f"## {name} (campaign {df['campaign'][0]}; the one before: {prev or 'none'})\n")
+        print("| quantity | n | sd log ratio | before | sd log a | sd log b | pairing keeps | estimate | band | n to decide at 95 % |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         seen = set()
         for label, r, band in got:
             if (label, str(band)) in seen: continue
             seen.add((label, str(band)))
             q, n, sr, sa, sb, keep, est, b, need = split(label, r, band)
-            print(f"| {q} | {n} | {f(sr)} | {f(sa)} | {f(sb)} | {f(keep, 2)} | {f(est, 2)} | {b} | {need or '> 1000 or on the edge'} |")
+            print(f"| {q} | {n} | {f(sr)} | {f(before.get((label, str(band))))} | {f(sa)} | {f(sb)} | {f(keep, 2)} | {f(est, 2)} | {b} | {need or '> 1000 or on the edge'} |")
         print("\nWithin-run and seconds-apart levels: not in the records (each point is one run per repetition); "
               "`bench/runtimes.py` and `bench/harness.py` measure back-to-back repeats of their own.\n")
 

@@ -54,6 +54,9 @@ def test_smoke_run_end_to_end(tmp_path):
     assert ec['point_key'].n_unique() == len(he.plan(P)['ec'])                    # every point measured, once
     assert (val('ok') == P['transactions']).all() and (val('failed') == 0).all()    # the fixed work, all committed
     assert (val('exec_s') > 0).all() and (val('peer_cpu_cores') > 0).all() and (val('block_rate_mbps') > 0).all()
+    # rounds: a workload at a budget has its EC-off and EC-on points back to back (the ratio's arms seconds apart)
+    order = ec.filter(pl.col('metric') == 'exec_s').sort('timestamp').select('workload', 'budget').rows()
+    assert all(order[i] == order[i + 1] for i in range(0, len(order), 2)) and len(order) == 2 * len(set(order)), order
     assert (val('quota_cores') == ec.filter(pl.col('metric') == 'quota_cores')['budget']).all()   # the measured peer's quota was the point's
     # ~1.03 block files of work per point: every EC point encoded a real, full 64-MiB block file of the measured peer and kept 1/3 of it
     files = ec.filter((pl.col('metric') == 'file_bytes'))

@@ -15,8 +15,8 @@ from ..networks.datapaths import PLACEMENTS
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME',
-           'DIFF', 'OTHER_PATHS', 'BRIDGED_ON_ONE_HOST', 'TPUT_MIN_N', 'NET_DEBS', 'PAIRED', 'study', 'plan',
-           'Topologies', 'PodTopologies', 'vm_hosts', 'tool_versions', 'measure_fn', 'datapath_labels',
+           'DIFF', 'OTHER_PATHS', 'BRIDGED_ON_ONE_HOST', 'TPUT_MIN_N', 'NET_DEBS', 'PAIRED', 'FIGURE_ONLY', 'study',
+           'plan', 'Topologies', 'PodTopologies', 'vm_hosts', 'tool_versions', 'measure_fn', 'datapath_labels',
            'build_inventory', 'variants', 'is_stand_in', 'alike_on_one_host', 'claims', 'record_inventory',
            'run_experiment', 'measure', 'preflight', 'net_tag', 'net_archive', 'measure_in_pods', 'sweep_order',
            'figures', 'notes', 'mpi_table']
@@ -433,7 +433,7 @@ def _sweeps(run, P:dict, topologies:Topologies, tools:dict|None=None) -> None:
     print(f"data-path inventory: {n} new records")
     for experiment, points, reps, shuffle in sweep_order(P):
         run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps), repetitions=reps,
-                  shuffle=shuffle, pair=PAIRED.get(experiment, ()), tools=tools)
+                  shuffle=shuffle, pair=PAIRED.get(experiment, ()), figure_only=FIGURE_ONLY.get(experiment), tools=tools)
     topologies.close()
 
 def preflight(P:dict, inventory) -> None:
@@ -473,6 +473,9 @@ def measure_in_pods(run, P:dict) -> None:
 # back in a random order (shuffled throughput builds a topology per point anyway); MPI already runs a data path's two
 # placements back to back to build each topology once
 PAIRED = {'throughput': ('datapath',)}
+# points no claim reads, per experiment: every claim reads TCP throughput (2a, 3, 4a, 4b, 5, 6), UDP's is Fig. 12's alone, so it
+# gets one repetition and the time goes to the points claims read (its second repetition took ~45 s of the 8-minute budget)
+FIGURE_ONLY = {'throughput': lambda p: p['proto'] != 'tcp'}
 
 def sweep_order(P:dict) -> list[tuple[str, list, int, bool]]:
     "(experiment, points, repetitions to reach, shuffle) in the order the campaign sweeps them: the throughput repetitions spread over the campaign, one before each other sweep and the rest after (a sweep call that reaches repetition r runs only the repetitions not yet recorded), each in its own random order, so that one campaign samples the machine's slow and fast phases (1-KB TCP throughput is bimodal on this VM, and the phases last minutes)."

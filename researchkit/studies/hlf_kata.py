@@ -16,13 +16,13 @@ from .contract import Study, ADAPTIVE, check_cpu_budgets
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_OF', 'STANDIN_NOTE', 'VCPU_MECHANISM', 'SCHEMA',
            'SERIES_EVERY', 'CARRIED', 'CALIBRATION_LOADS', 'RATE_CHECKS', 'RATE_STEP', 'HEADROOM', 'BACKLOG_S',
-           'POD_CPU_NOTE', 'TPS', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT', 'STARVED',
-           'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'quotas', 'runtime_rows', 'block_tps',
-           'backlog_growth', 'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate', 'measure', 'measure_with',
-           'pod_runtime_rows', 'PodBench', 'measure_in_pods', 'per_rep', 'decide_mean', 'secure_runtime',
-           'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios',
-           'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'rate_check_note', 'notes', 'preflight',
-           'tool_versions']
+           'PAIRED', 'POD_CPU_NOTE', 'TPS', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT',
+           'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'quotas', 'runtime_rows',
+           'block_tps', 'backlog_growth', 'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate', 'figure_only',
+           'measure', 'measure_with', 'pod_runtime_rows', 'PodBench', 'measure_in_pods', 'per_rep', 'decide_mean',
+           'secure_runtime', 'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims',
+           'fig3_table', 'fig3_ratios', 'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'rate_check_note',
+           'notes', 'preflight', 'tool_versions']
 
 # %% ../../nbs/64_hlf_kata.ipynb #c005
 NAME = 'hlf-kata'
@@ -213,10 +213,13 @@ def sets_rates(P:dict, pt:dict) -> bool:
     return (P['rate_unit'] == 'capacity' and pt.get('role', 'native') == 'native') or (P['rate_unit'] == 'secure_capacity' and pt.get('role') == 'secure')
 
 class Bench:
-    "What the sweeps share: one Fabric network at a time (a runtime's network comes up once and stays up while its points run), the capacity that sets the rates, the per-point quotas, monitor and load."
+    "What the sweeps share: a Fabric network per runtime, both up for the whole campaign (`keep_both`: a budget's two runtimes load back to back, seconds apart, while the other network idles), the capacity that sets the rates, the per-point quotas, monitor and load."
+    keep_both = True   # both runtimes' networks stay up, so the sweeps pair the runtimes in rounds (`PAIRED`)
+
     def __init__(self, run, P:dict):
         self.run, self.P, self.td = run, P, run.teardown
-        self.net, self.runtime, self._td = None, None, None
+        self.net, self.runtime, self._td = None, None, None   # the network that ran the last point, its runtime and teardown
+        self.nets: dict[str, tuple] = {}      # runtime -> (network, its teardown): the networks up now
         self.ups: dict[str, float] = {}       # runtime -> seconds its network took to come up and be ready
         self.capacity: float|None = None      # tx/s at the largest budget of the runtime whose capacity sets the rates (native's or the secure one's)
         self.td.callback('hlf-kata network', self.close)
@@ -226,7 +229,10 @@ class Bench:
     def network(self, runtime:str):
         "The running network of `runtime`, bringing it up (and the other one down) when needed."
         from researchkit.ledger.spec import Limits
-        if self.net is not None and self.runtime == runtime and self.net._up: return self.net
+        net = self.nets.get(runtime, (None,))[0]
+        if net is not None and net._up:
+            self.net, self.runtime, self._td = net, runtime, self.nets[runtime][1]
+            return net
         return self.bring_up(runtime, {'all': Limits(cpuset=str(self.P['fabric_cpus']))})
 
     def configured(self, pt:dict, q:dict[str, float]):
@@ -241,9 +247,10 @@ class Bench:
         return Network(spec, teardown=td, testbed=None if self.run.testbed.is_local else self.run.testbed)
 
     def bring_up(self, runtime:str, limits:dict):
-        "Bring the current network down and one of `runtime` with `limits` (node, role or 'all' -> `Limits`) up; its up time is recorded (experiment `network`)."
+        "Bring a network of `runtime` with `limits` (node, role or 'all' -> `Limits`) up, after that runtime's old one (and, unless `keep_both`, every other) is down; its up time is recorded (experiment `network`)."
         from researchkit.ledger.spec import NetworkSpec
-        self.close()
+        if self.keep_both: self._close(runtime)
+        else: self.close()
         P, run = self.P, self.run
         spec = NetworkSpec(runtime=runtime, batch_timeout_s=P['batch_timeout_s'], limits=limits)
         self._td = Teardown(self.td.ledger)
@@ -252,6 +259,7 @@ class Bench:
         net.up(timeout=P['network_timeout_s'])
         self.ups[runtime] = up = time.monotonic() - t
         self.net, self.runtime = net, runtime
+        self.nets[runtime] = (net, self._td)
         pt, rep = {'runtime': runtime}, 0
         while run.done('network', pt, rep): rep += 1
         run.record('network', pt, {'up_s': (up, 's (start to ready: CAs, enrollment, orderer, peers, chaincode, invoke+query, discovery)'),
@@ -271,10 +279,21 @@ class Bench:
         "`open_loop`'s options for this bench's networks (none: rk-load in a cgroup of its own, the pinned build)."
         return {}
 
+    def _close(self, runtime:str):
+        "Bring `runtime`'s network down, if one is up."
+        net, td = self.nets.pop(runtime, (None, None))
+        if net is not None and net is self.net: self.net, self.runtime, self._td = None, None, None
+        if td is not None: td.close()
+
     def close(self):
-        "Bring the current network down (idempotent)."
+        "Bring every network down (idempotent)."
+        for rt in list(self.nets): self._close(rt)
         td, self._td, self.net, self.runtime = self._td, None, None, None
         if td is not None: td.close()
+
+    def others_cpu_s(self, runtime:str) -> float:
+        "CPU seconds used so far by the containers of every network up but `runtime`'s (the idle ones)."
+        return sum(i.cpu_seconds() for rt, (net, _) in self.nets.items() if rt != runtime for i in net.instances().values())
 
     def rate(self, pt:dict) -> float:
         "The tx/s offered at point `pt`: its rate, or that fraction of the capacity measured at the largest budget (native's, or the secure runtime's), read back from the records."
@@ -300,6 +319,8 @@ class Bench:
         net = self.configured(pt, q)
         cap = max(1, min(int(math.ceil(rate * P['inflight_s'])), net.spec.gateway_concurrency - 10))
         inst = net.instances()
+        idle = len(self.nets) > 1
+        if idle: idle0, t_idle = self.others_cpu_s(pt['runtime']), time.monotonic()
         with Teardown(self.td.ledger) as td:
             mon = self.monitor(net, td)
             with mon:
@@ -333,6 +354,9 @@ class Bench:
         if pt['runtime'] == 'runsc':
             for cls, v in _window_classes(mon.classes(), ws, we).items(): m[f'class_{cls}_cores'] = (v, f'cores of runsc {cls} processes (all containers)')
         for role, c in q.items(): m[f'quota_{role}'] = (c, 'cores (CFS quota per container)')
+        if idle:   # the other runtime's network shares the Fabric CPUs while this one is loaded: what it took is recorded
+            m['idle_network_cpu_cores'] = ((self.others_cpu_s(pt['runtime']) - idle0) / (time.monotonic() - t_idle),
+                                           'cores used by the idle network(s) of the other runtime during this load')
         m.update(mon.metrics())
         if series: self._series(pt, rep, mon, ws)
         return m
@@ -407,6 +431,12 @@ def check_rate(bench:Bench, P:dict, pt:dict, rep:int, capacity:float) -> dict:
                                           f"{'carried' if ok else 'the last checked (none carried)'} at the calibration's budget"),
             'rate_checks': (float(k + 1), 'check loads run'), 'rate_carried': (float(ok), 'flag: 1 = the last check load was carried')}
 
+PAIRED = ('role', 'runtime', 'stands_in_for')   # the fields in which a budget's secure and native points differ: a round of two
+
+def figure_only(P:dict, pt:dict) -> bool:
+    "Whether no claim reads point `pt`: an orderer-heavy vCPU pair below the largest budget (Fig. 4 alone; claim 3 reads peers of >= 2 vCPU, claim 4 the largest budget)."
+    return pt.get('orderer_vcpu', 0) > pt.get('peer_vcpu', 0) and pt['budget'] < max(P['budgets'])
+
 def _unavailable(reason:str):
     def measure(pt, rep): raise NotMeasurable(pt.get('runtime', 'runtime'), reason)
     return measure
@@ -442,13 +472,27 @@ def measure_with(run, P:dict,
         roles = [('native', status['native'][1], status['native'][2]),
                  ('secure', secure is not None, sec_why if sec_ok else f"{sec_why}; the stand-in {st_rt}: {st_why}")]
         if P['rate_unit'] == 'secure_capacity': roles.reverse()   # the secure runtime's capacity sets every point's rate: it runs first
+        if bench.keep_both:
+            # both networks up: the calibrations (the rate-setting runtime first), then every point in rounds: a budget's two
+            # runtimes back to back in a random order (seconds apart, not a network apart), the rounds in a random order
+            can = {role: (ok, why) for role, ok, why in roles}
+            fn = lambda exp: lambda pt, rep: (measure_fn(exp, P, bench) if can[pt['role']][0] else _unavailable(can[pt['role']][1]))(pt, rep)
+            for role, ok, why in roles:
+                cal = [p for p in pl_['calibration'] if p.get('role', 'native') == role]
+                if cal: run.sweep('calibration', cal, fn('calibration'), repetitions=1, tools=tools)
+            for role, ok, why in roles:   # both up before the first point, also when a run resumes past the calibrations
+                rt = next((p['runtime'] for p in pl_['budget'] if p['role'] == role), None)
+                if ok and rt: bench.network(rt)
+            for exp in ('budget', 'vcpu'):
+                if pl_[exp]: run.sweep(exp, pl_[exp], fn(exp), tools=tools, shuffle=True, pair=PAIRED, figure_only=lambda p: figure_only(P, p))
+            return
         for role, ok, why in roles:   # one network per runtime: its calibration, every point of that runtime, then the next runtime
             fn = lambda exp: measure_fn(exp, P, bench) if ok else _unavailable(why)
             cal = [p for p in pl_['calibration'] if p.get('role', 'native') == role]
             if cal: run.sweep('calibration', cal, fn('calibration'), repetitions=1, tools=tools)
             for exp in ('budget', 'vcpu'):
                 pts = [p for p in pl_[exp] if p['role'] == role]
-                if pts: run.sweep(exp, pts, fn(exp), tools=tools, shuffle=bench.shuffle)
+                if pts: run.sweep(exp, pts, fn(exp), tools=tools, shuffle=bench.shuffle, figure_only=lambda p: figure_only(P, p))
             bench.close()
     finally:
         bench.close()
@@ -465,6 +509,7 @@ def pod_runtime_rows(P:dict, kube) -> list[tuple[str, str, bool, str]]:
 class PodBench(Bench):
     "`Bench` on a Kubernetes testbed: a network is a `PodNetwork` whose Fabric pods have the point's quotas as CPU limits — fixed once a pod runs, so a network per runtime and quotas, and the points in plan order (one budget's after another) — rk-load in the client pod on another node where there is one, the CPU of each pod's own cgroup (`PodMonitor`)."
     shuffle = False   # a shuffled order would bring a network up for nearly every point
+    keep_both = False   # a pod's CPU limit is fixed: a network per runtime and quotas, one at a time
 
     def __init__(self, run, P:dict,
                  *, kube,       # the testbed's `Kube`

@@ -20,10 +20,10 @@ from ..networks.netdev import ledger_node
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'FILE_MECHANISMS', 'NET_MECHANISMS', 'FIO_VARIANTS', 'WRK_VARIANTS', 'PERCALL_MODES',
            'SCHEMA', 'MECHANISM_ROLE', 'PAPER_TABLE2', 'REAL_BLOCKED_FILE', 'REAL_BLOCKED_IPV4', 'REAL_BLOCKED_IPV6',
-           'ALLOWED_FILE', 'WORK_DIR', 'WORK_TMPFS_MB', 'COST_BAND', 'FLAT_PERCALL', 'FLAT_WORKLOAD', 'HOOKED_MODE',
-           'RUNTIME', 'study', 'plan', 'policy_rules', 'Bench', 'measure_fn', 'prove', 'measure', 'enforcement_cost',
-           'direct_cost', 'rule_growth', 'claims', 'against_none', 'added_ns', 'table2', 'hook_table', 'paper_rows',
-           'figures', 'notes', 'tool_versions']
+           'ALLOWED_FILE', 'WORK_DIR', 'WORK_TMPFS_MB', 'BESIDE_VARIANTS', 'COST_BAND', 'FLAT_PERCALL', 'FLAT_WORKLOAD',
+           'HOOKED_MODE', 'RUNTIME', 'study', 'plan', 'policy_rules', 'Bench', 'measure_fn', 'prove', 'measure',
+           'enforcement_cost', 'direct_cost', 'rule_growth', 'claims', 'against_none', 'added_ns', 'table2',
+           'hook_table', 'paper_rows', 'figures', 'notes', 'tool_versions']
 
 # %% ../../nbs/63_lsm_bpf.ipynb #c004
 NAME = 'lsm-bpf'
@@ -248,9 +248,11 @@ def measure(run, P:dict) -> None:
     for exp, pts in plan(P).items():
         # a round is one mode or variant: every mechanism at every rule count back to back in a random order (the arms of
         # both claims seconds apart), rounds in a random order per repetition
-        run.sweep(exp, pts, measure_fn(exp, P, bench), tools=tools, shuffle=True, pair=('mechanism', 'rules'))
+        run.sweep(exp, pts, measure_fn(exp, P, bench), tools=tools, shuffle=True, pair=('mechanism', 'rules'),
+                  figure_only=lambda p: p.get('variant') in BESIDE_VARIANTS)
 
 # %% ../../nbs/63_lsm_bpf.ipynb #c013
+BESIDE_VARIANTS = ('open', 'close')   # the hook-heavy fio and wrk variants: shown beside the paper's workloads, read by no claim (one repetition)
 COST_BAND = (0.90, 0.98)   # "a few percent (5-7 %)": throughput with / without enforcement, a cost between 2 and 10 %
 FLAT_PERCALL = 1.05        # "does not grow": a hooked call at the most rules costs at most 5 % more than at the fewest
 FLAT_WORKLOAD = 0.95       # ... and a workload keeps at least 95 % of its throughput
@@ -338,14 +340,20 @@ def claims():
                 try: r, lo, hi = rule_growth(df, exp, 'ns_per_call', m, {'mode': mode})
                 except NotMeasurable: continue   # this mechanism does not hook this call
                 parts.append(r.decide(at_most(FLAT_PERCALL), f"{mode}, {m}: ns per call at {hi:,} / {lo:,} rules"))
+        # Decided, like claim 1, on the enforcement's direct cost: the ns of a hooked call at the most rules over the fewest, run
+        # seconds apart in one round (per-call sd of the log ratio 0.06, six repetitions to decide); the paper's end-to-end
+        # throughput ratios are shown beside it, not deciding (sd 0.15-0.19 between 1-s and 2-s runs: ~25-40 repetitions)
+        beside = []
         for exp, metric, variant in (('fio', 'write_bw', 'paper'), ('wrk', 'transfer_per_s', 'keepalive')):
             for m in (m for m in _mechanisms(df, exp) if m not in same):
                 r, lo, hi = rule_growth(df, exp, metric, m, {'variant': variant})
-                parts.append(r.decide(at_least(FLAT_WORKLOAD), f"{exp} {variant}, {m}: throughput at {hi:,} / {lo:,} rules"))
+                beside.append(r.text(f"{exp} {variant}, {m}: throughput at {hi:,} / {lo:,} rules"))
         told = '; '.join(f"{m}: not a test of rule growth here: {same[m]}" for m in alike)
-        if not parts: raise NotMeasurable('rule growth', told or "no mechanism was measured at two rule counts")
+        if not parts: raise NotMeasurable('rule growth', told or "no mechanism was measured per call at two rule counts")
         v = all_hold(*parts)
-        return Verdict(v.status, v.measured + (f" ({told})" if told else ''), v.reason, v.needed, v.finer, v.leans)
+        note = (" — decided on the cost per hooked call, assuming the workload makes as many hooked calls at every rule count; "
+                "beside it, not deciding (1-s and 2-s runs swing ±15-20 %): " + '; '.join(beside)) if beside else ''
+        return Verdict(v.status, v.measured + note + (f" ({told})" if told else ''), v.reason, v.needed, v.finer, v.leans)
     def mechanism_row(name):
         def check(df):
             from researchkit.claims import select, not_measurable_reason
@@ -366,10 +374,10 @@ def claims():
     pts = lambda exp, **kw: [{'experiment': exp, **kw}]
     out = [Claim('1', "Enforcement costs a few percent of file and network throughput.",
                  "file access 7.1 % slower, network 5.5 % (Table 2); band: a 2–10 % cost", c1,
-                 needs=pts('fio', variant='paper') + pts('wrk', variant='keepalive')),
+                 needs=pts('percall') + pts('fio', variant='paper') + pts('wrk', variant='keepalive')),
            Claim('2', "The cost does not grow with the number of blocked files or IPs (hash-map lookups).",
                  f"Fig. 3: throughput flat from few to many rules; bands: ≤ {FLAT_PERCALL:g}× per call, ≥ {FLAT_WORKLOAD:g}× throughput", c2,
-                 needs=pts('percall') + pts('fio', variant='paper') + pts('wrk', variant='keepalive'))]
+                 needs=pts('percall'))]
     for name in MECHANISM_ROLE:
         m = MECHANISMS[name]
         does = 'enforces the deny-list' if m.enforces else 'matches the blocked entries (it cannot deny)'
