@@ -104,11 +104,13 @@ def test_smoke_run_interrupted_then_resumed_runs_end_to_end(tmp_path, background
     assert cap > 1 and (abs(val('budget', 'offered_rate') - 0.7 * cap * scale) < 1e-6).all()
     for rt in ('runc', 'runsc'):
         assert (val('budget', 'throughput', runtime=rt) > 0).all() and (val('budget', 'fabric_cpu_cores', runtime=rt) > 0).all(), rt
-    # both networks stay up: a budget's two runtimes load back to back (a round), the idle network's CPU recorded beside each
+    # both networks stay up: a budget's two runtimes load back to back (a round), the other network frozen meanwhile (its CPU,
+    # recorded beside each point, ~0; unfrozen, runsc's idle network took 0.08-0.14 core of the Fabric CPU while runc was loaded)
     rounds = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'throughput')).sort('timestamp')
     assert all(rounds['budget'][i] == rounds['budget'][i + 1] and {rounds['runtime'][i], rounds['runtime'][i + 1]} == {'runc', 'runsc'}
                for i in range(0, rounds.height, 2)), rounds.select('budget', 'runtime')
-    assert ((val('budget', 'idle_network_cpu_cores') >= 0) & (val('budget', 'idle_network_cpu_cores') < 0.5)).all()
+    idle = val('budget', 'idle_network_cpu_cores')
+    assert idle.len() >= rounds.height - 1 and ((idle >= 0) & (idle < 0.01)).all(), idle   # (a resumed run's first point: one network up)
     # the quotas were the point's: B/7 each at Fig. 3's points; Fig. 4's (1, 4) pair gave each peer 4 x 0.125 cores
     assert (abs(val('budget', 'quota_peer') - val('budget', 'quota_ca')) < 1e-9).all()
     assert val('vcpu', 'quota_peer', orderer_vcpu=1, peer_vcpu=4)[0] == 0.5 and val('vcpu', 'quota_orderer', orderer_vcpu=1, peer_vcpu=4)[0] == 0.125
