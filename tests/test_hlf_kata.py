@@ -49,7 +49,8 @@ def test_smoke_run_interrupted_then_resumed_runs_end_to_end(tmp_path, background
     under live quotas, claims, figures, nothing left. (One smoke run carries both paths: a separate uninterrupted run measured
     the same points again, ~80 s.)"""
     before = _netns()
-    args = ['run', 'hlf-kata', '--profile', 'smoke', '--results', str(tmp_path/'results'), '--figures', str(tmp_path/'figures'), '--no-progress']
+    args = ['run', 'hlf-kata', '--profile', 'smoke', '--param', 'both_networks=true', '--results', str(tmp_path/'results'),
+            '--figures', str(tmp_path/'figures'), '--no-progress']
     p = background(*args)
     store, deadline = ResultStore(tmp_path/'results'), time.monotonic() + 300
     while time.monotonic() < deadline:   # wait until the first network is up and one Fig. 3 point is recorded
@@ -104,7 +105,7 @@ def test_smoke_run_interrupted_then_resumed_runs_end_to_end(tmp_path, background
     assert cap > 1 and (abs(val('budget', 'offered_rate') - 0.7 * cap * scale) < 1e-6).all()
     for rt in ('runc', 'runsc'):
         assert (val('budget', 'throughput', runtime=rt) > 0).all() and (val('budget', 'fabric_cpu_cores', runtime=rt) > 0).all(), rt
-    # both networks stay up: a budget's two runtimes load back to back (a round), the other network frozen meanwhile (its CPU,
+    # both_networks: a budget's two runtimes load back to back (a round), the other network frozen meanwhile (its CPU,
     # recorded beside each point, ~0; unfrozen, runsc's idle network took 0.08-0.14 core of the Fabric CPU while runc was loaded)
     rounds = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'throughput')).sort('timestamp')
     assert all(rounds['budget'][i] == rounds['budget'][i + 1] and {rounds['runtime'][i], rounds['runtime'][i + 1]} == {'runc', 'runsc'}

@@ -77,6 +77,9 @@ SCHEMA = {
     },
     'repetitions': Field(int, min=1, max=100),
     'seconds': Field(float, min=0.5, max=3600, help='measured window per point (after the warm-up)'),
+    'both_networks': Field(bool, default=False,
+                           help="both runtimes' networks up at once, a budget's two runtimes loaded back to back in rounds, the idle one frozen "
+                                "(cgroup freezer); off: one network at a time, each runtime's points in turn"),
     'warmup_s': Field(float, min=0, max=600, default=2.0, help='sending before the window (rows left out of every metric)'),
     'inflight_s': Field(float, min=0.1, max=600, default=1.5,
                         help="rk-load's in-flight cap as seconds of the offered rate: past rate x this, due transactions are shed and counted"),
@@ -214,8 +217,11 @@ def sets_rates(P:dict, pt:dict) -> bool:
     return (P['rate_unit'] == 'capacity' and pt.get('role', 'native') == 'native') or (P['rate_unit'] == 'secure_capacity' and pt.get('role') == 'secure')
 
 class Bench:
-    "What the sweeps share: a Fabric network per runtime, both up for the whole campaign (`keep_both`: a budget's two runtimes load back to back, seconds apart, while the other network idles), the capacity that sets the rates, the per-point quotas, monitor and load."
-    keep_both = True   # both runtimes' networks stay up, so the sweeps pair the runtimes in rounds (`PAIRED`); the idle one is frozen
+    "What the sweeps share: a Fabric network per runtime, one at a time or (`both_networks`) both up for the whole campaign, a budget's two runtimes loaded back to back while the other network is frozen; the capacity that sets the rates, the per-point quotas, monitor and load."
+    @property
+    def keep_both(self) -> bool:
+        "Both runtimes' networks stay up, so the sweeps pair the runtimes in rounds (`PAIRED`), the idle one frozen (`both_networks`)."
+        return bool(self.P.get('both_networks'))
 
     def __init__(self, run, P:dict):
         self.run, self.P, self.td = run, P, run.teardown
@@ -525,7 +531,7 @@ def pod_runtime_rows(P:dict, kube) -> list[tuple[str, str, bool, str]]:
 class PodBench(Bench):
     "`Bench` on a Kubernetes testbed: a network is a `PodNetwork` whose Fabric pods have the point's quotas as CPU limits — fixed once a pod runs, so a network per runtime and quotas, and the points in plan order (one budget's after another) — rk-load in the client pod on another node where there is one, the CPU of each pod's own cgroup (`PodMonitor`)."
     shuffle = False   # a shuffled order would bring a network up for nearly every point
-    keep_both = False   # a pod's CPU limit is fixed: a network per runtime and quotas, one at a time
+    keep_both = False   # a pod's CPU limit is fixed: a network per runtime and quotas, one at a time (whatever `both_networks` says)
 
     def __init__(self, run, P:dict,
                  *, kube,       # the testbed's `Kube`
