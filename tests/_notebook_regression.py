@@ -1,7 +1,7 @@
 """The study notebooks as regression tests: each one, run as stored (measure=False, reading the committed quick
 campaign), must give back its stored outputs — the claims table, the notes, the record counts. A change that alters
 a verdict or a number shows as a diff. Outputs that describe the machine the notebook runs on (cells tagged `host`),
-figure bitmaps and run ids are not compared."""
+the figures themselves (figures/ holds them; the studies' figure tests check them) and run ids are not compared."""
 import json, pathlib
 from pytest_notebook.nb_regression import NBRegressionFixture
 
@@ -15,12 +15,13 @@ def fixture(notebook:pathlib.Path, *, regen:bool=False) -> NBRegressionFixture:
              '/cells/*/outputs/*/data/text/markdown')
     return NBRegressionFixture(
         exec_cwd=str(ROOT), exec_timeout=900, force_regen=regen, diff_color_words=False, diff_use_color=False,
-        diff_ignore=('/cells/*/outputs/*/traceback', '/cells/*/outputs/*/data/image/png', '/cells/*/execution_count',
+        diff_ignore=('/cells/*/outputs/*/traceback', '/cells/*/outputs/*/data/image/png', '/cells/*/outputs/*/data/image/svg+xml',
+                     '/cells/*/execution_count',
                      '/cells/*/outputs/*/execution_count', '/metadata/language_info', *host),
         diff_replace=tuple((p, *RUN_ID) for p in texts))
 
 def strip_images(notebook:pathlib.Path):
-    "Drop figure bitmaps from the stored outputs (figures/ holds them; the diff ignores them)."
+    "Drop figure bitmaps from the stored outputs (figures/ holds them; the SVG each figure also has stays, so the notebook shows it)."
     nb = json.loads(pathlib.Path(notebook).read_text())
     for c in nb['cells']:
         for o in c.get('outputs', []):

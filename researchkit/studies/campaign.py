@@ -405,11 +405,16 @@ class Campaign:
         return [pathlib.Path(p) for p in self.study.figures(self.records() if df is None else df, self.figures_dir/self.study.name)]
 
     def show_figures(self, df:pl.DataFrame|None=None) -> list[pathlib.Path]:
-        "`figures()`, displayed (PNG) in the notebook."
-        from IPython.display import display, Image
+        "`figures()`, displayed in the notebook (SVG where there is one, else PNG: the stored outputs keep the SVG, so the notebook shows its figures wherever it is opened), each under a line naming it and the campaign it shows."
+        from IPython.display import display, Image, SVG, Markdown
+        df = self.records() if df is None else df
+        camps = ', '.join(sorted(df['campaign'].unique().to_list())) if df.height and 'campaign' in df.columns else 'none'
         paths = self.figures(df)
         for p in paths:
-            if p.suffix == '.png': display(Image(filename=str(p)))
+            if p.suffix != '.png' and not (p.suffix == '.svg' and not p.with_suffix('.png').exists()): continue
+            display(Markdown(f"`{p.stem}` — campaign {camps}"))   # (a print would merge with the cell's other text, away from its figure)
+            svg = p.with_suffix('.svg')
+            display(SVG(filename=str(svg)) if svg.exists() else Image(filename=str(p)))
         return paths
 
     def close(self):
