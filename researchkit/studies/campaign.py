@@ -410,11 +410,10 @@ class Campaign:
         df = self.records() if df is None else df
         camps = ', '.join(sorted(df['campaign'].unique().to_list())) if df.height and 'campaign' in df.columns else 'none'
         paths = self.figures(df)
-        for p in paths:
-            if p.suffix != '.png' and not (p.suffix == '.svg' and not p.with_suffix('.png').exists()): continue
-            display(Markdown(f"`{p.stem}` — campaign {camps}"))   # (a print would merge with the cell's other text, away from its figure)
-            svg = p.with_suffix('.svg')
-            display(SVG(filename=str(svg)) if svg.exists() else Image(filename=str(p)))
+        for stem in dict.fromkeys(p.with_suffix('') for p in paths if p.suffix in ('.svg', '.png')):   # each figure once, in order
+            display(Markdown(f"`{stem.name}` — campaign {camps}"))   # (a print would merge with the cell's other text, away from its figure)
+            svg = stem.with_suffix('.svg')
+            display(SVG(filename=str(svg)) if svg.exists() else Image(filename=str(stem.with_suffix('.png'))))
         return paths
 
     def close(self):

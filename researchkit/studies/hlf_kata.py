@@ -494,28 +494,26 @@ def measure_with(run, P:dict,
         roles = [('native', status['native'][1], status['native'][2]),
                  ('secure', secure is not None, sec_why if sec_ok else f"{sec_why}; the stand-in {st_rt}: {st_why}")]
         if P['rate_unit'] == 'secure_capacity': roles.reverse()   # the secure runtime's capacity sets every point's rate: it runs first
-        if bench.keep_both:
-            # both networks up: the calibrations (the rate-setting runtime first), then every point in rounds: a budget's two
-            # runtimes back to back in a random order (seconds apart, not a network apart), the rounds in a random order
-            can = {role: (ok, why) for role, ok, why in roles}
-            fn = lambda exp: lambda pt, rep: (measure_fn(exp, P, bench) if can[pt['role']][0] else _unavailable(can[pt['role']][1]))(pt, rep)
-            for role, ok, why in roles:
-                cal = [p for p in pl_['calibration'] if p.get('role', 'native') == role]
-                if cal: run.sweep('calibration', cal, fn('calibration'), repetitions=1, tools=tools)
+        can = {role: (ok, why) for role, ok, why in roles}   # a point of a role that cannot run here: not measurable, with the reason
+        fn = lambda exp: lambda pt, rep: (measure_fn(exp, P, bench) if can[pt.get('role', 'native')][0]
+                                          else _unavailable(can[pt.get('role', 'native')][1]))(pt, rep)
+        both = bench.keep_both   # both networks up: every point after the calibrations, a budget's two runtimes back to back
+        points = lambda exp, pts: run.sweep(exp, pts, fn(exp), tools=tools, shuffle=bench.shuffle or both, pair=PAIRED if both else (),
+                                            figure_only=lambda p: figure_only(P, p))
+        for role, ok, why in roles:   # per runtime its calibration; one network at a time: then every point of it, then the next
+            cal = [p for p in pl_['calibration'] if p.get('role', 'native') == role]
+            if cal: run.sweep('calibration', cal, fn('calibration'), repetitions=1, tools=tools)
+            if both: continue
+            for exp in ('budget', 'vcpu'):
+                pts = [p for p in pl_[exp] if p['role'] == role]
+                if pts: points(exp, pts)
+            bench.close()
+        if both:
             for role, ok, why in roles:   # both up before the first point, also when a run resumes past the calibrations
                 rt = next((p['runtime'] for p in pl_['budget'] if p['role'] == role), None)
                 if ok and rt: bench.network(rt)
             for exp in ('budget', 'vcpu'):
-                if pl_[exp]: run.sweep(exp, pl_[exp], fn(exp), tools=tools, shuffle=True, pair=PAIRED, figure_only=lambda p: figure_only(P, p))
-            return
-        for role, ok, why in roles:   # one network per runtime: its calibration, every point of that runtime, then the next runtime
-            fn = lambda exp: measure_fn(exp, P, bench) if ok else _unavailable(why)
-            cal = [p for p in pl_['calibration'] if p.get('role', 'native') == role]
-            if cal: run.sweep('calibration', cal, fn('calibration'), repetitions=1, tools=tools)
-            for exp in ('budget', 'vcpu'):
-                pts = [p for p in pl_[exp] if p['role'] == role]
-                if pts: run.sweep(exp, pts, fn(exp), tools=tools, shuffle=bench.shuffle, figure_only=lambda p: figure_only(P, p))
-            bench.close()
+                if pl_[exp]: points(exp, pl_[exp])
     finally:
         bench.close()
 

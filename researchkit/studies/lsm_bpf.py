@@ -341,8 +341,8 @@ def claims():
                 except NotMeasurable: continue   # this mechanism does not hook this call
                 parts.append(r.decide(at_most(FLAT_PERCALL), f"{mode}, {m}: ns per call at {hi:,} / {lo:,} rules"))
         # Decided, like claim 1, on the enforcement's direct cost: the ns of a hooked call at the most rules over the fewest, run
-        # seconds apart in one round (per-call sd of the log ratio 0.06, six repetitions to decide); the paper's end-to-end
-        # throughput ratios are shown beside it, not deciding (sd 0.15-0.19 between 1-s and 2-s runs: ~25-40 repetitions)
+        # seconds apart in one round (per-call sd of the log ratio 0.03-0.06: 7-22 repetitions, more the nearer the ratio sits
+        # to the band's 1.05); the paper's end-to-end throughput ratios are shown beside it, not deciding (sd 0.15-0.19: ~25-40)
         beside = []
         for exp, metric, variant in (('fio', 'write_bw', 'paper'), ('wrk', 'transfer_per_s', 'keepalive')):
             for m in (m for m in _mechanisms(df, exp) if m not in same):
