@@ -20,10 +20,10 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_O
            'PAIRED', 'POD_CPU_NOTE', 'TPS', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT',
            'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'quotas', 'runtime_rows',
            'block_tps', 'backlog_growth', 'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate', 'figure_only',
-           'measure', 'measure_with', 'pod_runtime_rows', 'PodBench', 'measure_in_pods', 'per_rep', 'decide_mean',
-           'secure_runtime', 'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims',
-           'fig3_table', 'fig3_ratios', 'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'rate_check_note',
-           'notes', 'preflight', 'tool_versions']
+           'measure', 'measure_with', 'pod_runtime_rows', 'runtimes_here', 'PodBench', 'measure_in_pods', 'per_rep',
+           'decide_mean', 'secure_runtime', 'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs',
+           'claims', 'fig3_table', 'fig3_ratios', 'optional_ratio', 'paper_ratios', 'fig4_table', 'figures',
+           'rate_check_note', 'notes', 'preflight', 'tool_versions']
 
 # %% ../../nbs/64_hlf_kata.ipynb #c005
 NAME = 'hlf-kata'
@@ -467,7 +467,7 @@ def measure(run, P:dict) -> None:
     "The method on the campaign `run`: which runtimes can run here (recorded), then per runtime one network — native: calibration, Fig. 3 and Fig. 4 points; secure (or its stand-in): the same — each point's quotas set live. On a Kubernetes testbed: `measure_in_pods`."
     if run.testbed.kube is not None: return measure_in_pods(run, P)
     check_params(P)
-    measure_with(run, P, rows=runtime_rows(P, run.node), bench=Bench(run, P), tools=tool_versions(run.node))
+    measure_with(run, P, rows=runtimes_here(run, P), bench=Bench(run, P), tools=tool_versions(run.node))
 
 def measure_with(run, P:dict,
                  *, rows:list[tuple],   # (role, runtime, ok, version or the measured reason) of the native, secure and stand-in runtimes
@@ -525,6 +525,11 @@ def pod_runtime_rows(P:dict, kube) -> list[tuple[str, str, bool, str]]:
         except ConfigError: out.append((role, P[role], False, kube.why_not(P[role]))); continue
         out.append((role, P[role], True, f"RuntimeClass {cls}" if cls else "the cluster's default handler"))
     return out
+
+def runtimes_here(run, P:dict) -> list[tuple[str, str, bool, str]]:
+    "(role, runtime, ok, version or the measured reason) where the campaign `run` measures: the inventory's RuntimeClasses on a Kubernetes testbed (`pod_runtime_rows`: a pod holds no runtime of its own to try), each runtime tried on the first host elsewhere (`runtime_rows`)."
+    kube = run.testbed.kube
+    return pod_runtime_rows(P, kube) if kube is not None else runtime_rows(P, run.node)
 
 class PodBench(Bench):
     "`Bench` on a Kubernetes testbed: a network is a `PodNetwork` whose Fabric pods have the point's quotas as CPU limits — fixed once a pod runs, so a network per runtime and quotas, and the points in plan order (one budget's after another) — rk-load in the client pod on another node where there is one, the CPU of each pod's own cgroup (`PodMonitor`)."
@@ -588,7 +593,7 @@ def measure_in_pods(run, P:dict) -> None:
                   'fabric image': image, 'pod placement': bench.placement, 'fabric cpu': POD_CPU_NOTE,
                   'quota': "the pods' CPU limits, set when they start (a network per runtime and quotas); fabric_cpus as taskset in each pod"})
     print(f"Kubernetes {c['version']} at {kube.server}: Fabric image {image}; {bench.placement}")
-    measure_with(run, P, rows=pod_runtime_rows(P, kube), bench=bench, tools=tools)
+    measure_with(run, P, rows=runtimes_here(run, P), bench=bench, tools=tools)
 
 # %% ../../nbs/64_hlf_kata.ipynb #c012
 TPS = 'tps_window'   # the TPS of every claim and figure: tx committed inside the measured window / its length (rk-load's rows)
