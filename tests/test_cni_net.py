@@ -6,7 +6,6 @@ from researchkit.results.store import ResultStore
 from researchkit.studies import cni_net
 from researchkit.studies.catalog import load_params
 from researchkit.claims import evaluate
-from _studies_fixtures import notebook_from_results
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMMITTED = ROOT/'results'
@@ -49,13 +48,10 @@ def test_committed_records_give_every_claim_a_verdict(tmp_path):
     assert 'paper (reference, other hardware)' in svg
 
 @pytest.mark.skipif(not (COMMITTED/'cni-net'/'records.parquet').exists(), reason='no committed quick run')
-def test_study_notebook_figures_from_committed_records(tmp_path):
-    "papermill with measure=False: the notebook reads the committed records and writes figures, measuring nothing."
-    text = notebook_from_results('cni-net', tmp_path)
-    assert (tmp_path/'figs'/'cni-net'/'fig16_mpi_alltoall.png').exists()
+def test_the_store_reads_every_committed_record():
+    """The store gives back every committed row. (The study notebook on the committed records, measure=False, is
+    tests/test_study_notebooks.py: its stored outputs carry the claims table; the figures from them are the test above.)"""
     assert ResultStore(COMMITTED).load('cni-net').height == pl.read_parquet(COMMITTED/'cni-net'/'records.parquet').height
-    assert '| id | claim | paper | verdict | measured |' in text and 'not measurable on this testbed' in text
-    assert 'refuted' in text and 'inconclusive' in text   # the committed campaign's verdicts (claim 7b; 1, 2a, 4a, 7a)
 
 def _committed():
     return ResultStore(COMMITTED).campaign_records('cni-net')

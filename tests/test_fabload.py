@@ -292,16 +292,24 @@ def test_timeout_kills_the_generator_and_cleans_up(ident, tmp_path):
 from _fabric_fixtures import fabric_missing as _fabric_missing
 
 
-@pytest.mark.skipif((why := _fabric_missing()) is not None, reason=f"no Fabric network here: {why}")
-@pytest.mark.exclusive   # open loop at 50 tx/s with rk-load on CPU 0: max dispatch lag < 0.02 s, send shortfall <= 3 %
-def test_real_network_open_and_closed_loop(tmp_path):
-    """1 org × 1 peer under runc (BatchTimeout 0.2 s): 50 tx/s open loop with rows, then 4 closed-loop clients. Every tx commits, the send
-    rate holds, the rows agree with rk-load's own summary and with the peer's ledger height, and nothing of the run is left."""
+@pytest.fixture(scope='module')
+def org1():
+    """One 1 org × 1 peer network under runc (BatchTimeout 0.2 s) for this file's load tests (both `exclusive`: they run one after
+    the other, so the network comes up once for them; each load is its own rk-load or Caliper run, in its own teardown)."""
     from researchkit.ledger.network import Network
     from researchkit.ledger.spec import NetworkSpec, OrgSpec
     with Teardown() as td:
         net = Network(NetworkSpec(orgs=[OrgSpec('org1')], batch_timeout_s=0.2), teardown=td)
         net.up(timeout=150)
+        yield net
+
+@pytest.mark.skipif((why := _fabric_missing()) is not None, reason=f"no Fabric network here: {why}")
+@pytest.mark.exclusive   # open loop at 50 tx/s with rk-load on CPU 0: max dispatch lag < 0.02 s, send shortfall <= 3 %
+def test_real_network_open_and_closed_loop(org1, tmp_path):
+    """1 org × 1 peer under runc (BatchTimeout 0.2 s): 50 tx/s open loop with rows, then 4 closed-loop clients. Every tx commits, the send
+    rate holds, the rows agree with rk-load's own summary and with the peer's ledger height, and nothing of the run is left."""
+    net = org1
+    with Teardown() as td:
         o = open_loop(net, rate=50, warmup=1, duration=3, cpus='0', rows_dir=str(tmp_path), teardown=td)
         c = closed_loop(net, clients=4, warmup=0.5, duration=2, cpus='0', teardown=td)
         n = closed_loop(net, clients=3, count=10, warmup=0, duration=60, cpus='0', teardown=td)   # a fixed amount of work
@@ -333,15 +341,12 @@ def caliper_installed():
 
 @pytest.mark.skipif(_fabric_missing() is not None, reason=f"needs a Fabric network ({_fabric_missing()})")
 @pytest.mark.exclusive   # Caliper's send rate within 50 +- 2.5 tx/s, its latency means within 0.05 s
-def test_real_network_caliper_cross_check(caliper_installed):
+def test_real_network_caliper_cross_check(caliper_installed, org1):
     """Caliper 0.6.0 and rk-load, one after the other, 50 tx/s on the same 1 org × 1 peer network: both deliver the rate, both
     generators' CPU comes from their own cgroups, Caliper's latency percentiles from its workload module; a 1-tx round measures
     Caliper's launch alone. (How much cheaper rk-load is per tx is `make bench`'s ratio, not a test.)"""
-    from researchkit.ledger.network import Network
-    from researchkit.ledger.spec import NetworkSpec, OrgSpec
+    net = org1
     with Teardown() as td:
-        net = Network(NetworkSpec(orgs=[OrgSpec('org1')], batch_timeout_s=0.2), teardown=td)
-        net.up(timeout=150)
         c = caliper(net, rate=50, warmup=1, duration=3, teardown=td)
         o = open_loop(net, rate=50, warmup=1, duration=3, teardown=td)
         l = caliper(net, rate=50, warmup=0, tx_number=1, teardown=td)

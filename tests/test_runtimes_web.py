@@ -6,7 +6,6 @@ from researchkit.studies import runtimes_web as rw
 from researchkit.studies.catalog import load_params
 from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
-from _studies_fixtures import notebook_from_results
 from _cli import cli, assert_rejected, run_ids, new_netns
 from researchkit.cli import kernels_of
 
@@ -151,14 +150,6 @@ def test_committed_quick_campaign_gives_every_claim_a_verdict(tmp_path):
     paths = rw.figures(df, tmp_path)
     assert {p.stem for p in paths} >= {'fig2_success_rate', 'fig3_response_time', 'cpu_per_request'}
     assert 'paper knee runc: 63 req/s' in (tmp_path/'fig2_success_rate.svg').read_text()
-
-@pytest.mark.skipif(not (COMMITTED/'runtimes-web'/'records.parquet').exists(), reason='no committed quick run')
-def test_study_notebook_from_committed_records(tmp_path):
-    "papermill with measure=False: the notebook derives claims and figures from the committed records, measuring nothing."
-    text = notebook_from_results('runtimes-web', tmp_path)
-    assert (tmp_path/'figs'/'runtimes-web'/'fig2_success_rate.png').exists()
-    assert '| id | claim | paper | verdict | measured |' in text and 'not measurable on this testbed' in text
-    assert re.search(r'\d+(\.\d+)?% CI', text)
 
 @pytest.mark.skipif(not (COMMITTED/'runtimes-web'/'records.parquet').exists(), reason='no committed quick run')
 def test_committed_figures_draw_the_paper_knees_as_labelled_rules(monkeypatch, tmp_path):
