@@ -32,34 +32,30 @@ def bench_topologies(reps:int, datapaths, placements):
     return t
 
 def bench_sweep(reps:int):
-    "Each cni-net sweep kind with the quick profile's settings on a subset of data paths, through the study's own measure functions."
-    from researchkit.teardown import Teardown
-    from researchkit.results.store import ResultStore
-    from researchkit.results.records import provenance
-    from researchkit.claims import select
+    "Each cni-net sweep kind with the quick profile's settings on a subset of data paths, through the study's own measure functions, on a campaign like any study's."
     from researchkit.studies import cni_net
-    from researchkit.studies.catalog import load_params, read_yaml, params_path
-    from researchkit.testbed.nodes import LocalNode
-    from researchkit.testbed.capabilities import probe
+    from researchkit.studies.campaign import Campaign
+    from researchkit.studies.catalog import read_yaml, params_path
+    from researchkit.claims import select
     q = read_yaml(params_path('cni-net', 'quick'))
-    P = load_params('cni-net', 'quick', overrides=dict(datapaths=['bridge', 'macvlan'], placements=['different-host'], scenarios=['BMP2BMP'],
-                                                       repetitions=reps, mpi={**q['mpi'], 'datapaths': ['bridge', 'macvlan']}))
-    node = LocalNode(); caps = probe(node)
-    store = ResultStore(pathlib.Path(tempfile.mkdtemp(prefix='rk-bench-')))
-    prov = provenance('local', node, profile='bench')
-    out = {}
-    with Teardown() as td:
-        topos = cni_net.Topologies(td, capabilities=caps)
+    d = pathlib.Path(tempfile.mkdtemp(prefix='rk-bench-'))
+    run = Campaign('cni-net', profile='quick', results_dir=d/'results', figures_dir=d/'figures', progress=False,
+                   params=dict(datapaths=['bridge', 'macvlan'], placements=['different-host'], scenarios=['BMP2BMP'], repetitions=reps,
+                               mpi={**q['mpi'], 'datapaths': ['bridge', 'macvlan']}))
+    P, out = run.P, {}
+    try:
+        topos = cni_net.Topologies(run.teardown, capabilities=run.capabilities)
         for exp in ('throughput', 'latency', 'mpi'):
             t0 = time.perf_counter()
-            s = cni_net.run_experiment(exp, P, store, topologies=topos, teardown=td, prov=prov, testbed_name='local', capabilities=caps, progress=False)
+            s = run.sweep(exp, cni_net.plan(P)[exp], cni_net.measure_fn(exp, P, topos, run.teardown, capabilities=run.capabilities))
             wall = time.perf_counter() - t0
             n = len(cni_net.plan(P)[exp]) * reps
             if exp == 'mpi':   # the collective itself: average all-to-all time x (iterations + warm-up) of every run
-                m = select(store.load('cni-net'), 'alltoall_avg_ms', experiment='mpi')
+                m = select(run.records(), 'alltoall_avg_ms', experiment='mpi')
                 workload = float((m['value'] * (P['mpi']['iterations'] + P['mpi']['warmup'])).sum()) / 1000
             else: workload = n * P[exp]['seconds']
             out[exp] = dict(points=n, wall_s=wall, measure_s=s.measure_s, workload_s=workload)
+    finally: run.close()
     return out
 
 def sockperf_nopause(reps:int):

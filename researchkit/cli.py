@@ -182,8 +182,10 @@ def main(argv:list[str]|None=None) -> int:
     try:
         if args.cmd == 'doctor':
             from researchkit.testbed.inventory import load_inventory, Testbed
-            from researchkit.doctor import doctor, format_doctor
-            with Testbed(load_inventory(args.testbed)) as tb: print(format_doctor(doctor(tb), testbed=tb.name))
+            from researchkit.doctor import doctor, format_doctor, campaign_hosts
+            from researchkit.results.records import host_facts
+            with Testbed(load_inventory(args.testbed)) as tb:   # last: did the testbed's first host measure the committed campaigns?
+                print(format_doctor(doctor(tb), testbed=tb.name, campaigns=campaign_hosts(host_facts(tb.hosts()[0])) if tb.hosts() else None))
             return 0
         if args.cmd == 'run':
             return run_study(args.study, args.profile, testbed=args.testbed, results_dir=args.results, figures_dir=args.figures,

@@ -13,11 +13,14 @@ from .testbed.tools import FABRIC_TOOLS, tool_rows
 from .runtimes.adapters import runtime_rows
 from .policy.mechanisms import mechanism_rows
 from .networks.datapaths import DATAPATHS, testbed_hosts
-from .results.records import host_facts, mitigations_text
+from .results.records import host_facts, mitigations_text, recorded_hosts, host_changes
+from .results.store import ResultStore
+from .core import project_root
+import os
 
 # %% auto #0
 __all__ = ['SLOW_COMMAND_S', 'host_caps', 'command_round_trip', 'runtime_caps', 'policy_caps', 'ledger_tool_caps',
-           'node_capabilities', 'doctor', 'format_doctor']
+           'node_capabilities', 'doctor', 'format_doctor', 'campaign_hosts']
 
 # %% ../nbs/24_doctor.ipynb #c005
 def host_caps(node:Node) -> list[Cap]:
@@ -86,8 +89,9 @@ def doctor(testbed=None,          # a `Testbed`, an inventory name/path, or None
 
 def format_doctor(caps:dict[str, Capabilities],      # what `doctor` returned
                   *, testbed:str|Testbed|None=None,  # the testbed's name (title), or the `Testbed` (also its hosts' `sriov_pf`)
+                  campaigns:list[Cap]|None=None,     # `campaign_hosts` rows, printed last
                  ) -> str:
-    "Text report of `doctor`: one aligned table per node, then per node the data paths (paper name: what is built here)."
+    "Text report of `doctor`: one aligned table per node, then per node the data paths (paper name: what is built here), then whether this host measured the committed campaigns."
     name = testbed.name if isinstance(testbed, Testbed) else testbed
     hosts = {h.name: [h] for h in testbed_hosts(testbed) + testbed_hosts(testbed, vms=True)} if isinstance(testbed, Testbed) else {}
     out = [f"researchkit doctor — testbed {name}" if name else 'researchkit doctor']
@@ -97,4 +101,24 @@ def format_doctor(caps:dict[str, Capabilities],      # what `doctor` returned
         if c.rows and all(r.area == 'kubernetes' for r in c.rows): continue   # a cluster: its CNI row says what pods get
         out += ['', f"data paths on {node} (paper name: what is built here)"]
         out += [f"  {d.name:<14} {d.paper_name + ':':<15} {d.variant(c, hosts.get(node))}" for d in DATAPATHS.values()]
+    if campaigns:
+        out += ['', str(Capabilities('this host and the committed campaigns', campaigns)),
+                f"  {sum(r.available for r in campaigns)}/{len(campaigns)} committed campaigns measured on this host's facts"]
     return '\n'.join(out)
+
+# %% ../nbs/24_doctor.ipynb #c012
+def campaign_hosts(facts:dict,                                 # `host_facts` of the host asking
+                   results_root:os.PathLike|str|None=None,     # a result store; None: the committed results/
+                   profile:str='quick',                        # each study's latest finished campaign of this profile
+                  ) -> list[Cap]:
+    "`Cap('campaigns', '<study> <campaign>', same host, detail)` per study with a finished `profile` campaign in the store: measured on these facts (no fact differs), or on which host and what differs, old → new."
+    store = ResultStore(project_root()/'results' if results_root is None else results_root)
+    out = []
+    for study in store.studies():
+        df = store.campaign_records(study, profile=profile)
+        hosts = recorded_hosts(df) if df.height else []
+        if not hosts: continue
+        ch, last = host_changes(hosts[-1], facts), hosts[-1].get('hostname') or '?'
+        out.append(Cap('campaigns', f"{study} {df['campaign'][0]}", not ch,
+                       f"measured on these host facts (`{last}`)" if not ch else f"measured on `{last}`: " + '; '.join(ch)))
+    return out

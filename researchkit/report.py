@@ -85,9 +85,8 @@ def host_summary(df:pl.DataFrame) -> list[str]:
 
 def host_differences(df:pl.DataFrame,               # this campaign's records
                      other:pl.DataFrame|None=None,  # the other campaign whose verdicts are set beside this one's
-                     here:dict|None=None,           # `host_facts` of the host building the report; None: not compared
                     ) -> tuple[list[str], str]:
-    "(one Markdown bullet per pair of hosts that differ, naming each fact `old → new`; what was compared, in words). The pairs: consecutive runs of a resumed campaign (this one and the other), the other campaign → this one, this campaign → the host building the report."
+    "(one Markdown bullet per pair of hosts that differ, naming each fact `old → new`; what was compared, in words). The pairs: consecutive runs of a resumed campaign (this one and the other), the other campaign → this one — all of them hosts in the records (whether the host you are on measured a campaign is `researchkit doctor`'s question, not the report's)."
     cid = lambda d: d['campaign'][0] if 'campaign' in d.columns and d.height else '?'
     mine = recorded_hosts(df)
     if not mine: return [], ''
@@ -103,11 +102,6 @@ def host_differences(df:pl.DataFrame,               # this campaign's records
         within(other, theirs); what.append(f"campaign `{cid(other)}` → `{cid(df)}`")
         ch = host_changes(theirs[-1], mine[0])
         if ch: out.append(f"- campaign `{cid(other)}` (verdicts set beside this one's) → campaign `{cid(df)}`: {'; '.join(ch)}")
-    if here:
-        what.append("the host that measured → the host building this report")
-        ch = host_changes(mine[-1], here)
-        if ch: out.append(f"- the host building this report (`{here.get('hostname') or '?'}`) differs from the one that measured campaign "
-                          f"`{cid(df)}` (`{mine[-1].get('hostname') or '?'}`): {'; '.join(ch)}")
     lacking = [c for c in HOST_COLUMNS if any(r.get(c) is None for r in mine + theirs)]
     text = '; '.join(what)
     if text and lacking: text += f". Not compared where the records predate them: {', '.join(lacking)}"
@@ -170,11 +164,11 @@ def between_campaigns(mine:list, theirs:list, other_campaign:str) -> list[str]:
     return [f"- {k}: {a[k][0]:.2f} [95% CI {a[k][1]:.2f}–{a[k][2]:.2f}] here, {b[k][0]:.2f} [{b[k][1]:.2f}–{b[k][2]:.2f}] in `{other_campaign}`"
             for k in a if k in b and (a[k][2] < b[k][1] or b[k][2] < a[k][1])]
 
-def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.DataFrame|None=None, here:dict|None=None) -> tuple[list[str], dict]:
+def _study_section(study, df:pl.DataFrame, figures_root:pathlib.Path, other:pl.DataFrame|None=None) -> tuple[list[str], dict]:
     with collecting() as mine: table = evaluate(list(study.claims()), df)
     theirs_q = []
     counts = {s: int((table['status'] == s).sum()) for s in STATUSES}
-    host_diffs, host_compared = host_differences(df, other, here)
+    host_diffs, host_compared = host_differences(df, other)
     counts['host'] = bool(host_diffs)
     theirs = None
     if other is not None and other.height:
@@ -211,15 +205,9 @@ def build_report(*, results_root:os.PathLike|str,  # the result store root (resu
                  studies:list,                     # `studies.contract.Study` values
                  profile:str=REPRODUCTION_PROFILE, # each study's latest finished campaign of this profile
                  title:str='researchkit — reproduction report',
-                 here:dict|str|None='local',       # `host_facts` of the host building the report ('local': read them here; None: not compared)
                 ) -> pathlib.Path:
-    "Write `<figures_root>/REPORT.md` from the records of every study; returns its path. Where the hosts differ — the runs of a resumed campaign, the two campaigns compared, the measuring host and the one building the report — the study's section says which facts, old → new."
+    "Write `<figures_root>/REPORT.md` from the records of every study (and nothing else: the same records give the same report on any host); returns its path. Where the hosts in the records differ — the runs of a resumed campaign, the two campaigns compared — the study's section says which facts, old → new."
     figures_root = pathlib.Path(figures_root); figures_root.mkdir(parents=True, exist_ok=True)
-    if here == 'local':
-        from researchkit.testbed.nodes import LocalNode
-        from researchkit.results.records import host_facts
-        try: here = host_facts(LocalNode())
-        except Exception: here = None   # the report still builds; it just cannot compare with this host
     store = ResultStore(results_root)
     for i, s in enumerate(studies):
         if not isinstance(s, Study): raise ConfigError(f'studies[{i}]', f"expected a studies.contract.Study, got {type(s).__name__}")
@@ -232,7 +220,7 @@ def build_report(*, results_root:os.PathLike|str,  # the result store root (resu
         camps = store.campaigns(s.name)
         prev = camps.filter(pl.col('complete') & (pl.col('profile') == profile) & (pl.col('campaign') != df['campaign'][0]))
         other = store.campaign_records(s.name, prev['campaign'][-1]) if prev.height else None   # the one before: do verdicts hold?
-        lines, c = _study_section(s, df, figures_root, other, here)
+        lines, c = _study_section(s, df, figures_root, other)
         if c['host']: flagged.append(f"[{s.title}](#{_anchor(s)})")
         others = camps.height - 1
         lines.insert(2, f"Campaign `{df['campaign'][0]}` on testbed `{df['testbed'][0]}`"

@@ -36,6 +36,12 @@ def test_doctor_prints_capabilities():
     assert r.returncode == 0, r.stderr
     for item in ('veth', 'vxlan', 'macvlan', 'ipvlan', 'kvm', 'iperf3'):
         assert item in r.stdout
+    # last, whether this host measured each committed campaign (the report no longer compares the host that builds it)
+    from researchkit.results.store import ResultStore
+    committed = [s for s in ResultStore(_cli.ROOT/'results').studies() if ResultStore(_cli.ROOT/'results').campaign_records(s, profile='quick').height]
+    tail = r.stdout.rstrip('\n').splitlines()
+    assert tail[-1] == f"  {tail[-1].split('/')[0].strip()}/{len(committed)} committed campaigns measured on this host's facts", tail[-8:]
+    assert all(any(l.split()[1:2] == [s] for l in tail) for s in committed), tail[-8:]
 
 def _run_of(p) -> tuple[str|None, int|None]:
     """(run id, kernel pid) of the run the CLI `p` started: its Jupyter kernel (a descendant of `p`) and the RESEARCHKIT_RUN_ID the CLI

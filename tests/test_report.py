@@ -152,33 +152,28 @@ def _two_campaigns(root, second:dict, *, resumed:dict|None=None):
 def test_report_names_the_host_fact_that_differs_between_the_campaigns(tmp_path):
     "Two campaigns on different kernel builds: the report names the fact, old → new, at the top of the study and in the summary."
     _two_campaigns(tmp_path/'results', {'kernel': '6.18.44-fc-v657'})
-    here = {'hostname': 'h', 'cpu_model': 'cpu', 'cores': 2, **HOST, 'kernel': '6.18.44-fc-v657', 'mitigations': json.loads(HOST['mitigations'])}
-    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)], here=here).read_text()
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)]).read_text()
     assert '- campaign `rkA` (verdicts set beside this one\'s) → campaign `rkB`: kernel: 6.18.44-fc-v595 → 6.18.44-fc-v657' in text, text
     assert '**⚠ Measured on different hosts**' in text and '⚠ Different hosts (kernel, CPU, microcode or mitigations) are flagged in: [Container networking (demo)]' in text
-    assert '- the host building this report' not in text   # this host is the one that measured rkB
+    assert 'the host building this report' not in text   # the report compares the hosts in its records, never the one rebuilding it
     assert '- kernel build: #1 SMP PREEMPT_DYNAMIC @0; CPU signature: family 26 model 2 stepping 1; microcode: 0x1000065; virtualization: kvm' in text
     assert '- CPU mitigations: 1 not affected | spectre_v2: Mitigation: Retpolines' in text
-    assert ('- host check: the differences are listed at the top of this section. Compared: campaign `rkA` → `rkB`; '
-            'the host that measured → the host building this report') in text
+    assert '- host check: the differences are listed at the top of this section. Compared: campaign `rkA` → `rkB`\n' in text
 
 def test_report_flags_a_resumed_campaign_and_a_rebuild_on_another_host(tmp_path):
     _two_campaigns(tmp_path/'results', {}, resumed={'microcode': '0x1000066', 'mitigations': '{"meltdown": "Not affected", "spectre_v2": "Mitigation: Enhanced IBRS"}'})
-    here = {'hostname': 'elsewhere', 'cpu_model': 'cpu', 'cores': 2, **HOST, 'kernel': '6.18.44-fc-v509', 'microcode': '0x1000066'}
-    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)], here=here).read_text()
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)]).read_text()
     assert ('- campaign `rkB` was resumed on another host — run `rkB` → run `rkB2`: microcode: 0x1000065 → 0x1000066; '
             'mitigations.spectre_v2: Mitigation: Retpolines → Mitigation: Enhanced IBRS') in text, text
-    assert ('- the host building this report (`elsewhere`) differs from the one that measured campaign `rkB` (`h`): kernel: 6.18.44-fc-v595 → 6.18.44-fc-v509; '
-            'mitigations.spectre_v2: Mitigation: Enhanced IBRS → Mitigation: Retpolines') in text
+    assert 'the host building this report' not in text
     assert 'campaign `rkA` (verdicts' not in text   # rkA and rkB's first run: the same host
 
 def test_same_host_everywhere_says_so(tmp_path):
     _two_campaigns(tmp_path/'results', {})
-    here = {'hostname': 'h', 'cpu_model': 'cpu', 'cores': 2, **HOST, 'kernel': '6.18.44-fc-v595'}
-    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)], here=here).read_text()
+    text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)]).read_text()
     assert '⚠' not in text
     assert ('- host check: the same kernel, kernel build, CPU, microcode, cores, mitigations and virtualization. '
-            'Compared: campaign `rkA` → `rkB`; the host that measured → the host building this report') in text
+            'Compared: campaign `rkA` → `rkB`\n') in text
 
 def test_old_records_without_the_host_columns_still_report(tmp_path):
     "A records file written before the host facts existed: it loads, its claims are computed, the report says what it could not compare."
@@ -191,10 +186,9 @@ def test_old_records_without_the_host_columns_still_report(tmp_path):
     text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_fake_study(figures=False)]).read_text()
     assert '| C1 | vxlan is slower than bridge | ovs-vxlan ≈ 10 % below | ✅ reproduced |' in text
     assert '- kernel build, CPU signature, microcode, mitigations, virtualization: not recorded (measured before the records held them)' in text
-    # rebuilt here (the default reads this machine's facts): the fixtures' kernel '6.18' is not this machine's
-    assert f"differs from the one that measured campaign `rk0000` (`h`): kernel: 6.18 → {os.uname().release}" in text, text
-    assert ('Compared: the host that measured → the host building this report. '
-            'Not compared where the records predate them: kernel_build, cpu_signature, microcode, mitigations, virtualization') in text
+    # one campaign, one run: no two hosts in the records, nothing compared (this machine's kernel is not the fixtures' '6.18', and
+    # the report does not read it: the same records give the same text on any host)
+    assert '⚠' not in text and '- host check' not in text and os.uname().release not in text, text
 
 def test_report_lists_the_quantities_whose_intervals_two_campaigns_keep_apart(tmp_path):
     "A ratio whose 95 % intervals in the two campaigns do not overlap is listed under 'Between campaigns'; one that agrees is not."
@@ -213,3 +207,15 @@ def test_report_lists_the_quantities_whose_intervals_two_campaigns_keep_apart(tm
     text = build_report(results_root=tmp_path/'results', figures_root=tmp_path/'figures', studies=[_study('cni-demo', 'Demo', claims)]).read_text()
     section = text.split('### Between campaigns')[1].split('###')[0]
     assert '- vxlan/bridge: 1.5' in section and 'in `rkA`' in section and 'ipvlan/bridge' not in section, section
+
+def test_the_committed_report_is_what_the_committed_records_give(tmp_path):
+    """`researchkit report` on the committed records, into another directory: REPORT.md byte for byte the committed one, and the
+    same figure files. The report reads nothing but the records and the study code (no clock, no facts of the host building it),
+    so a reader who rebuilds it anywhere gets the text the repository holds."""
+    from researchkit.studies.catalog import study_names, get_study
+    root = pathlib.Path(__file__).resolve().parent.parent
+    out = _build_report(results_root=root/'results', figures_root=tmp_path, studies=[get_study(s) for s in study_names()])
+    assert out.read_text() == (root/'figures'/'REPORT.md').read_text()
+    made = {p.relative_to(tmp_path) for p in tmp_path.rglob('*') if p.is_file()}
+    committed = {p.relative_to(root/'figures') for p in (root/'figures').rglob('*') if p.is_file()}
+    assert made == committed, (made ^ committed)

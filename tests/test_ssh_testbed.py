@@ -8,10 +8,9 @@ from researchkit.teardown import Teardown
 from researchkit.testbed.ssh import SSHTestHost
 from researchkit.testbed.inventory import load_inventory, Testbed
 from researchkit.results.store import ResultStore
-from researchkit.results.records import provenance
+from researchkit.studies.campaign import Campaign
 from researchkit.studies import cni_net
 from researchkit.networks.datapaths import testbed_hosts
-from researchkit.studies.catalog import load_params
 
 @pytest.fixture(scope='module')
 def ssh_testbed(tmp_path_factory):
@@ -42,18 +41,19 @@ def test_every_data_path_between_two_ssh_hosts(ssh_testbed, tmp_path):
     assert not tb.is_local and [n.name for n in tb.hosts()] == ['hosta', 'hostb']
     hosts = testbed_hosts(tb)
     assert [(h.underlay_ip is not None, h.underlay_if is not None) for h in hosts] == [(True, True)] * 2
-    P = load_params('cni-net', 'smoke', overrides={'datapaths': list(cni_net.DATAPATH_NAMES), 'scenarios': ['BMP2BMP'],
-                                                   'placements': ['different-host', 'same-host'],
-                                                   'throughput': {'protocols': ['tcp'], 'msg_bytes': [16384], 'seconds': 1}})
-    store = ResultStore(tmp_path)
-    prov = provenance(tb.name, tb.hosts()[0], profile='smoke')
-    with Teardown() as td:
-        topos = cni_net.Topologies(td, hosts=hosts)
-        n = cni_net.record_inventory(store, P, topos, prov=prov, testbed_name=tb.name, testbed=tb)
-        s = cni_net.run_experiment('throughput', P, store, topologies=topos, teardown=td, prov=prov,
-                                   testbed_name=tb.name, testbed=tb, progress=False)
+    # a campaign on the SSH testbed like any study's, its data-path inventory and throughput sweep only (the rest of the method is
+    # the local smoke's: the same calls)
+    run = Campaign('cni-net', profile='smoke', testbed=str(tb.inventory.path), results_dir=tmp_path, figures_dir=tmp_path/'figures', progress=False,
+                   params={'datapaths': list(cni_net.DATAPATH_NAMES), 'scenarios': ['BMP2BMP'], 'placements': ['different-host', 'same-host'],
+                           'throughput': {'protocols': ['tcp'], 'msg_bytes': [16384], 'seconds': 1}})
+    try:
+        P = run.P
+        topos = cni_net.Topologies(run.teardown, hosts=testbed_hosts(run.testbed))
+        n = cni_net.datapath_inventory(run, P, topos)
+        s = run.sweep('throughput', cni_net.plan(P)['throughput'], cni_net.measure_fn('throughput', P, topos, run.teardown, testbed=run.testbed))
+    finally: run.close()
     assert n == 2 * len(cni_net.DATAPATH_NAMES) * 2 and s.measured == len(cni_net.plan(P)['throughput']) and s.not_measurable == 0
-    df = store.load('cni-net').filter(pl.col('metric') == 'throughput_mbit')
+    df = ResultStore(tmp_path).load('cni-net').filter(pl.col('metric') == 'throughput_mbit')
     assert set(df['testbed']) == {'sshbed'} and set(df['hostname']) <= {'vm', *[h.node.facts()['hostname'] for h in hosts]}
     tput = df.group_by('datapath', 'placement').agg(pl.col('value').min())
     assert tput.height == (len(cni_net.DATAPATH_NAMES) + 1) * 2 and (tput['value'] > 10).all()  # every path carried real traffic
@@ -69,19 +69,21 @@ def test_runtimes_web_load_generator_and_server_on_two_ssh_hosts(ssh_testbed, tm
     from researchkit.runtimes.rootfs import rootfs_image
     from researchkit.studies import runtimes_web as rw
     tb = ssh_testbed
-    P = load_params('runtimes-web', 'smoke', overrides={'runtimes': ['runc'], 'endpoints': ['cpu', 'io'],
-                                                         'rates': {'cpu': {'log10_from': 0.5, 'log10_to': 0.5}, 'io': {'log10_from': 0, 'log10_to': 0}}})
-    a, b = tb.hosts()
-    rw.check_host(P, int(a.facts()['cores']))
-    store = ResultStore(tmp_path)
-    with Teardown() as td:
-        topo = Topology('bridge', placement='different-host', pods=2, teardown=td, hosts=testbed_hosts(tb)).up()
-        servers = rw.Servers(td, P, topology=topo, image=rootfs_image(node=a))
+    run = Campaign('runtimes-web', profile='smoke', testbed=str(tb.inventory.path), results_dir=tmp_path, figures_dir=tmp_path/'figures', progress=False,
+                   params={'runtimes': ['runc'], 'endpoints': ['cpu', 'io'],
+                           'rates': {'cpu': {'log10_from': 0.5, 'log10_to': 0.5}, 'io': {'log10_from': 0, 'log10_to': 0}}})
+    try:
+        P, (a, b) = run.P, run.testbed.hosts()
+        rw.check_host(P, int(a.facts()['cores']))
+        topo = Topology('bridge', placement='different-host', pods=2, teardown=run.teardown, hosts=testbed_hosts(run.testbed)).up()
+        servers = rw.Servers(run.teardown, P, topology=topo, image=rootfs_image(node=a))
         assert servers.node is a and servers.client_pod.node.parent is b       # runtime over SSH on A, vegeta on B
-        s = rw.run_sweep(P, store, servers=servers, prov=provenance(tb.name, a, profile='smoke'), testbed_name=tb.name, progress=False)
+        s = run.sweep('load', rw.plan(P)['load'], rw.measure_fn(P, servers))
         cid = servers.inst.id if servers.inst else None
+    finally: run.close()
+    a = tb.hosts()[0]   # (the campaign's own connections are closed)
     assert s.measured == 2 and s.not_measurable == 0
-    df = store.load('runtimes-web')
+    df = ResultStore(tmp_path).load('runtimes-web')
     ok = df.filter(pl.col('metric') == 'success_rate')
     assert ok['value'].to_list() == [1.0, 1.0] and set(ok['testbed']) == {'sshbed'}
     assert (df.filter(pl.col('metric') == 'cpu_s_per_request')['value'] > 0).all()

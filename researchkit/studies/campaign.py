@@ -201,15 +201,26 @@ class Campaign:
 
     def record(self, experiment:str, point:dict,
                metrics:dict|None,         # {metric: (value, unit)}, or None with `reason`
-               *, repetition:int=0, note:str|None=None, reason:str|None=None) -> int:
+               *, repetition:int=0, note:str|None=None, reason:str|None=None,
+               tools:dict|None=None,      # tool versions to add to provenance (as `sweep`'s)
+              ) -> int:
         "Record one measurement made outside a sweep (or, with `reason`, that it is not measurable here)."
         self._need_measuring('record')
-        prov = self.provenance()()
+        prov = self.provenance(tools)()
         if metrics is None: rows = not_measurable(self.study.name, experiment, point, reason or '', prov, repetition=repetition)
         else:
             rows = records(self.study.name, experiment, point, repetition, metrics, prov)
             for r in rows: r['note'] = note
         return self.store.append(rows)
+
+    def record_batch(self, experiment:str,
+                     items,   # (point, repetition, {metric: (value, unit)}) per measurement, e.g. one per sample of a time series
+                    ) -> int:
+        "Record many measurements made together (a series sampled during a point: one row each) with one provenance; the rows written."
+        self._need_measuring('record_batch')
+        prov = self.provenance()()
+        rows = [r for pt, rep, metrics in items for r in records(self.study.name, experiment, pt, rep, metrics, prov)]
+        return self.store.append(rows) if rows else 0
 
     # ---- the run -----------------------------------------------------------------------------
     def measure(self) -> list[SweepSummary]:

@@ -17,9 +17,8 @@ from ..networks.datapaths import PLACEMENTS
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME',
            'DIFF', 'OTHER_PATHS', 'BRIDGED_ON_ONE_HOST', 'TPUT_MIN_N', 'NET_DEBS', 'PAIRED', 'FIGURE_ONLY', 'study',
            'plan', 'Topologies', 'PodTopologies', 'vm_hosts', 'tool_versions', 'measure_fn', 'datapath_labels',
-           'build_inventory', 'variants', 'is_stand_in', 'alike_on_one_host', 'claims', 'record_inventory',
-           'run_experiment', 'measure', 'preflight', 'net_tag', 'net_archive', 'measure_in_pods', 'sweep_order',
-           'figures', 'notes', 'mpi_table']
+           'build_inventory', 'variants', 'is_stand_in', 'alike_on_one_host', 'claims', 'datapath_inventory', 'measure',
+           'preflight', 'net_tag', 'net_archive', 'measure_in_pods', 'sweep_order', 'figures', 'notes', 'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -392,29 +391,14 @@ def claims():
     ]
 
 # %% ../../nbs/61_cni_net.ipynb #c023
-def record_inventory(store, P:dict, topologies:Topologies, *, prov:dict, testbed_name:str, testbed=None, capabilities=None) -> int:
-    "Build and time every data path once per testbed; store one `datapaths` row per metric, its note naming the variant built."
-    from researchkit.results.records import records, not_measurable
-    rows = []
-    done = lambda point: store.done(NAME, 'datapaths', point, 0, testbed_name, prov['campaign'])
-    for point, metrics, variant in build_inventory(P, topologies, testbed=testbed, capabilities=capabilities, skip=done):
-        if metrics is None: rows += not_measurable(NAME, 'datapaths', point, variant, prov); continue
-        rs = records(NAME, 'datapaths', point, 0, metrics, prov)
-        for r in rs: r['note'] = variant
-        rows += rs
-    if rows: store.append(rows)
-    return len(rows)
-
-def run_experiment(experiment:str, # 'throughput' | 'latency' | 'mpi'
-                   P:dict, store, *, topologies:Topologies, teardown:Teardown, prov, testbed_name:str,
-                   testbed=None, capabilities=None, progress:bool=True):
-    "Sweep one experiment's points (resuming: recorded points are skipped)."
-    from researchkit.results.sweep import sweep
-    points = plan(P)[experiment]
-    if not points: return None
-    return sweep(store, study=NAME, experiment=experiment, points=points, repetitions=P['repetitions'],
-                 measure=measure_fn(experiment, P, topologies, teardown, testbed=testbed, capabilities=capabilities),
-                 prov=prov, testbed=testbed_name, progress=progress)
+def datapath_inventory(run, P:dict, topologies:Topologies, *, tools:dict|None=None) -> int:
+    "Build and time every data path once per testbed, recorded on the campaign `run` (experiment `datapaths`: a row per metric, its note naming the variant built; a path this testbed cannot build, not measurable with the reason); the rows written. Resumed, a path recorded already is not built again."
+    n = 0
+    for point, metrics, variant in build_inventory(P, topologies, testbed=run.testbed, capabilities=run.capabilities,
+                                                   skip=lambda point: run.done('datapaths', point)):
+        n += (run.record('datapaths', point, metrics, note=variant, tools=tools) if metrics is not None
+              else run.record('datapaths', point, None, reason=variant, tools=tools))
+    return n
 
 # %% ../../nbs/61_cni_net.ipynb #c028
 def measure(run, P:dict) -> None:
@@ -429,7 +413,7 @@ def measure(run, P:dict) -> None:
 def _sweeps(run, P:dict, topologies:Topologies, tools:dict|None=None) -> None:
     "The data-path inventory, then every experiment in `sweep_order`, on `topologies`."
     tb, caps = run.testbed, run.capabilities
-    n = record_inventory(run.store, P, topologies, prov=run.provenance(tools)(), testbed_name=tb.name, testbed=tb, capabilities=caps)
+    n = datapath_inventory(run, P, topologies, tools=tools)
     print(f"data-path inventory: {n} new records")
     for experiment, points, reps, shuffle in sweep_order(P):
         run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps), repetitions=reps,

@@ -309,14 +309,9 @@ class Bench:
     def _series(self, pt:dict, rep:int, frame:pl.DataFrame, t_launch:float, exec_s:float):
         "The measured peer's CPU over time (Fig. 3) as records of experiment `cpu_series` (t: s from the load's launch)."
         from researchkit.monitor import downsample
-        from researchkit.results.records import records
-        prov = self.run.provenance()()
-        rows = []
-        for r in downsample(frame, SERIES_EVERY).iter_rows(named=True):
-            t = r['t'] - t_launch
-            if r['cpu_cores'] is not None and math.isfinite(r['cpu_cores']) and -1 <= t <= exec_s + 2:
-                rows += records(NAME, 'cpu_series', {**pt, 't': round(t, 3)}, rep, {'cpu_cores_series': (r['cpu_cores'], 'cores')}, prov)
-        if rows: self.run.store.append(rows)
+        samples = [(r['t'] - t_launch, r['cpu_cores']) for r in downsample(frame, SERIES_EVERY).iter_rows(named=True)]
+        self.run.record_batch('cpu_series', [({**pt, 't': round(t, 3)}, rep, {'cpu_cores_series': (c, 'cores')}) for t, c in samples
+                                             if c is not None and math.isfinite(c) and -1 <= t <= exec_s + 2])
 
     def rebuild(self, pt:dict, rep:int) -> dict:
         "Beyond the paper: a block file the measured peer encoded, rebuilt in its container from the others' chunks (its own chunk lost), then from k chunks after n − k random losses; timed, sha256-checked."

@@ -386,20 +386,12 @@ class Bench:
     def _series(self, pt:dict, rep:int, mon, ws:float):
         "CPU over time of every Fabric container (and, under runsc, per process class) as records of experiment `cpu_series` (t: s from the window's start)."
         from researchkit.monitor import downsample
-        from researchkit.results.records import records
-        prov = self.run.provenance()()
         base = {k: pt[k] for k in ('role', 'runtime', 'stands_in_for', 'budget', 'pcpu', 'rate', 'rate_unit') if k in pt}
-        rows = []
-        d = downsample(mon.frame(), SERIES_EVERY)
-        for r in d.iter_rows(named=True):
-            if r['cpu_cores'] is not None and math.isfinite(r['cpu_cores']):
-                rows += records(NAME, 'cpu_series', {**base, 'container': r['container'], 'class': 'all', 't': round(r['t'] - ws, 3)}, rep,
-                                {'cpu_cores_series': (r['cpu_cores'], 'cores')}, prov)
-        for r in mon.classes().iter_rows(named=True):
-            if r['cpu_cores'] is not None and math.isfinite(r['cpu_cores']):
-                rows += records(NAME, 'cpu_series', {**base, 'container': r['container'], 'class': r['class'], 't': round(r['t'] - ws, 3)}, rep,
-                                {'cpu_cores_series': (r['cpu_cores'], 'cores')}, prov)
-        if rows: self.run.store.append(rows)
+        rows = [(r, 'all') for r in downsample(mon.frame(), SERIES_EVERY).iter_rows(named=True)] + \
+               [(r, r['class']) for r in mon.classes().iter_rows(named=True)]
+        self.run.record_batch('cpu_series', [({**base, 'container': r['container'], 'class': cls, 't': round(r['t'] - ws, 3)}, rep,
+                                              {'cpu_cores_series': (r['cpu_cores'], 'cores')})
+                                             for r, cls in rows if r['cpu_cores'] is not None and math.isfinite(r['cpu_cores'])])
 
 def measure_fn(experiment:str, P:dict, bench:Bench):
     "The `measure(point, repetition)` callable of an experiment ('calibration', 'budget' or 'vcpu')."

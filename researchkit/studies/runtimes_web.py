@@ -22,10 +22,10 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE'
            'GRID', 'SCHEMA', 'POOLS', 'CLIENT_DEBS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'AGREE', 'study',
            'rate_grid', 'check_host', 'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs',
            'prefork_pool', 'plan', 'Servers', 'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps',
-           'run_sweep', 'measure', 'client_debs', 'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve',
-           'Knee', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio',
-           'gaps', 'claims', 'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table',
-           'methods_long', 'cross_check', 'variants_table']
+           'measure', 'client_debs', 'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee',
+           'gap', 'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps',
+           'claims', 'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table', 'methods_long',
+           'cross_check', 'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -442,12 +442,6 @@ def sweeps(run, P:dict, servers, tools:dict) -> None:
             variants = [p for p in pl_['closed'] if p['runtime'] == rt and p['config'] != 'default'] if rep < n_variants else []
             for exp, pts in steps + [('closed', variants)]:
                 if pts: run.sweep(exp, pts, fns[exp], repetitions=rep + 1, tools=tools)
-
-def run_sweep(P:dict, store, *, servers:Servers, prov, testbed_name:str, progress:bool=True):
-    "Sweep every point (resuming: recorded points are skipped)."
-    from researchkit.results.sweep import sweep
-    return sweep(store, study=NAME, experiment='load', points=plan(P)['load'], repetitions=P['repetitions'],
-                 measure=measure_fn(P, servers), prov=prov, testbed=testbed_name, progress=progress)
 
 # %% ../../nbs/62_runtimes_web.ipynb #c033
 def measure(run, P:dict) -> None:
