@@ -11,7 +11,8 @@ from .core import ConfigError, ResearchkitError, new_run_id, project_root
 from .teardown import reap
 
 # %% auto #0
-__all__ = ['descendants', 'kernels_of', 'run_study', 'parser', 'claims_text', 'prepare_studies', 'main']
+__all__ = ['descendants', 'kernels_of', 'run_study', 'parser', 'claims_table', 'export_records', 'fail_on', 'claims_text',
+           'prepare_studies', 'main']
 
 # %% ../nbs/90_cli.ipynb #c005
 def _ppid(pid:int) -> int|None:
@@ -131,6 +132,14 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument('study'); k.add_argument('--campaign', default=None, help='campaign id (default: the latest finished one of the profile)')
     k.add_argument('--profile', default='quick'); k.add_argument('--results', default=None, help='records directory (default as for run)')
     k.add_argument('--json', action='store_true', help='a JSON list of objects (id, verdict, claim, paper, measured, reason, needed, campaign)')
+    k.add_argument('--fail-on', default=None, metavar='VERDICTS',
+                   help="exit 3 when a claim's verdict is one of these, comma-separated: reproduced, refuted, inconclusive, not-measurable "
+                        "(e.g. --fail-on refuted,inconclusive in a CI job); the table is printed either way")
+    x = sub.add_parser('export', help="write a recorded campaign's records elsewhere (CSV or JSON lines on stdout, or a file), without measuring")
+    x.add_argument('study'); x.add_argument('--campaign', default=None, help='campaign id (default: the latest finished one of the profile)')
+    x.add_argument('--profile', default='quick'); x.add_argument('--results', default=None, help='records directory (default as for run)')
+    x.add_argument('--format', default='csv', choices=('csv', 'jsonl', 'parquet'), help='csv (default), jsonl (one JSON object per record) or parquet (needs --out)')
+    x.add_argument('--out', default=None, help='file to write (default: stdout)')
     c = sub.add_parser('cleanup', help='tear down what crashed runs left behind (namespaces, links, processes, containers, cgroups); list BPF programs still held')
     c.add_argument('--testbed', default=None, help='also reach the nodes of this SSH testbed')
     sub.add_parser('studies', help='list the studies and their profiles')
@@ -140,22 +149,61 @@ def parser() -> argparse.ArgumentParser:
     kc.add_argument('--inventory', default=None, help='where to write the inventory (default: in the cluster\'s run directory, removed with it)')
     return ap
 
-def claims_text(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None, as_json:bool=False) -> str:
-    "The claims table of a recorded campaign (Markdown, or JSON), from its records alone."
+def claims_table(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None):
+    "(the claims table, the campaign id, the parameters its runs set otherwise than their profile) of a recorded campaign, from its records alone; `ResearchkitError` when there is none."
     from researchkit.studies.campaign import Campaign
-    from researchkit.claims import claims_markdown
     run = Campaign(study, profile=profile, measure=False, campaign=campaign, results_dir=results_dir, progress=False)
     try:
         df = run.records()
         if df.is_empty():
             raise ResearchkitError(f"{study}: no records of campaign {campaign!r} in {run.results_dir}" if campaign
                                    else f"{study}: no finished {run.profile} campaign in {run.results_dir}")
-        t, cid = run.claims(df), df['campaign'][0]
+        import polars as pl
+        from researchkit.results.records import CAMPAIGN
+        custom = {}
+        for note in df.filter((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == 'custom_fields')).sort('timestamp')['note']:
+            custom.update(json.loads(note))
+        return run.claims(df), df['campaign'][0], custom
     finally: run.close()
+
+def export_records(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None, fmt:str='csv', out=None) -> str|None:
+    "A recorded campaign's records as CSV or JSON lines (returned, or written to `out`), or Parquet (to `out`): every column, in record order. `ResearchkitError` when there is no such campaign."
+    from researchkit.studies.campaign import Campaign
+    if fmt not in ('csv', 'jsonl', 'parquet'): raise ConfigError('--format', f"{fmt!r} is not one of csv, jsonl, parquet")
+    if fmt == 'parquet' and out is None: raise ConfigError('--out', "parquet is binary: name the file to write (--out FILE)")
+    run = Campaign(study, profile=profile, measure=False, campaign=campaign, results_dir=results_dir, progress=False)
+    try: df = run.records()
+    finally: run.close()
+    if df.is_empty():
+        raise ResearchkitError(f"{study}: no records of campaign {campaign!r} in {run.results_dir}" if campaign
+                               else f"{study}: no finished {run.profile} campaign in {run.results_dir}")
+    df = df.sort('timestamp', maintain_order=True)
+    if fmt == 'parquet': df.write_parquet(out); return None
+    text = df.write_csv() if fmt == 'csv' else df.write_ndjson()
+    if out is None: return text
+    pathlib.Path(out).write_text(text); return None
+
+def fail_on(text:str|None) -> set[str]:
+    "The verdicts `--fail-on` names (comma-separated; 'not-measurable' for 'not measurable'), or `ConfigError('--fail-on')`."
+    from researchkit.claims import STATUSES
+    if text is None: return set()
+    got = {w.strip().replace('-', ' ') for w in text.split(',') if w.strip()}
+    bad = sorted(got - set(STATUSES))
+    if bad or not got:
+        raise ConfigError('--fail-on', f"{text!r}: expected verdicts among {', '.join(s.replace(' ', '-') for s in STATUSES)}, comma-separated")
+    return got
+
+def claims_text(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None, as_json:bool=False,
+                table=None,   # what `claims_table` returned, if read already
+               ) -> str:
+    "The claims table of a recorded campaign (Markdown, or JSON), from its records alone; a custom run's parameters under its name."
+    from researchkit.claims import claims_markdown
+    t, cid, custom = table or claims_table(study, campaign=campaign, profile=profile, results_dir=results_dir)
     if as_json:
         return json.dumps([{'id': r['id'], 'verdict': r['status'], 'claim': r['text'], 'paper': r['paper'], 'measured': r['measured'],
                             'reason': r['reason'], 'needed': r['needed'], 'campaign': cid} for r in t.iter_rows(named=True)], ensure_ascii=False, indent=1)
-    return f"{study}, campaign {cid}:\n\n" + claims_markdown(t)
+    params = f" (custom parameters: {'; '.join(f'{k}={json.dumps(v, sort_keys=True)}' for k, v in sorted(custom.items()))})" if custom else ''
+    return f"{study}, campaign {cid}{params}:\n\n" + claims_markdown(t)
 
 def prepare_studies(names:list[str]|None=None) -> int:
     "Run each study's `prepare` on this machine (all studies by default), printing what it made ready and in how long; 1 if one failed (named, with why), 130 if stopped (SIGTERM, SIGHUP, Ctrl-C: what was being built is undone)."
@@ -198,7 +246,16 @@ def main(argv:list[str]|None=None) -> int:
             path = build_report(results_root=rdir, figures_root=fdir, studies=[get_study(s) for s in study_names()], profile=args.profile)
             print(path); return 0
         if args.cmd == 'claims':
-            print(claims_text(args.study, campaign=args.campaign, profile=args.profile, results_dir=args.results, as_json=args.json)); return 0
+            fail = fail_on(args.fail_on)   # bad input before anything is read
+            t, cid, custom = table = claims_table(args.study, campaign=args.campaign, profile=args.profile, results_dir=args.results)
+            print(claims_text(args.study, as_json=args.json, table=table))
+            hit = [f"{r['id']} ({r['status']})" for r in t.iter_rows(named=True) if r['status'] in fail]
+            if hit: print(f"researchkit: {args.study}, campaign {cid}: claim(s) {', '.join(hit)} have a verdict --fail-on names", file=sys.stderr); return 3
+            return 0
+        if args.cmd == 'export':
+            text = export_records(args.study, campaign=args.campaign, profile=args.profile, results_dir=args.results, fmt=args.format, out=args.out)
+            if text is not None: sys.stdout.write(text)
+            return 0
         if args.cmd == 'cleanup':
             runners = None
             if args.testbed:

@@ -1,5 +1,5 @@
 """researchkit.cli: bad input fails before anything starts; a run killed midway leaves nothing and resumes."""
-import os, re, time, signal, subprocess, pathlib
+import json, os, re, time, signal, subprocess, pathlib
 import polars as pl
 import pytest
 from _cli import cli
@@ -157,9 +157,9 @@ def test_killed_cli_stops_its_run_and_cleanup_reaps_it(tmp_path, background):
     assert _leftovers(run_id) == (set(), [], []), _leftovers(run_id)
 
 # ---- claims: the verdict rule on synthetic campaigns, through the command a researcher types ----------------------
-def _synthetic_campaign(store, campaign, ratios):
-    "A cni-net campaign whose same-host TCP ovs-vxlan/flannel and ovs-gre/flannel ratios are `ratios` per repetition."
-    from researchkit.results.records import records, campaign_complete
+def _synthetic_campaign(store, campaign, ratios, custom=None):
+    "A cni-net campaign whose same-host TCP ovs-vxlan/flannel and ovs-gre/flannel ratios are `ratios` per repetition (`custom`: the parameters its run recorded as set otherwise than the profile)."
+    from researchkit.results.records import records, campaign_complete, CAMPAIGN
     prov = {'run_id': campaign, 'campaign': campaign, 'profile': 'quick', 'testbed': 'local', 'package_version': '0', 'git_commit': 'x',
             'hostname': 'h', 'kernel': 'k', 'cores': 2, 'cpu_model': 'c', 'loadavg': 0.0, 'tool_versions': '{}'}
     rows = []
@@ -168,6 +168,8 @@ def _synthetic_campaign(store, campaign, ratios):
             for size in (1024, 65536):
                 pt = dict(scenario='BMP2BMP', placement='same-host', datapath=dp, proto='tcp', msg_bytes=size, seconds=1)
                 rows += records('cni-net', 'throughput', pt, rep, {'throughput_mbit': (v, 'Mbit/s')}, prov)
+    if custom:
+        rows += [{**r, 'note': json.dumps(custom)} for r in records('cni-net', CAMPAIGN, {'run': campaign}, 0, {'custom_fields': (float(len(custom)), '')}, prov)]
     store.append(rows); store.append(campaign_complete('cni-net', prov))
 
 @pytest.mark.parametrize('ratios,verdict', [
@@ -238,3 +240,37 @@ def test_prepare_stopped_mid_build_leaves_nothing(tmp_path):
     assert str(root) not in open('/proc/self/mountinfo').read()
     ps = subprocess.run(['ps', '-eo', 'args='], capture_output=True, text=True).stdout
     assert str(root) not in ps, [l for l in ps.splitlines() if str(root) in l]
+
+def test_claims_fail_on_gates_on_the_verdicts(tmp_path):
+    "`--fail-on`: exit 3 (table printed, the claims named on stderr) when a verdict is one it names, 0 when none is; a bad verdict name is bad input, before anything is read."
+    _synthetic_campaign(ResultStore(tmp_path), 'rkSYN2', [0.90, 0.93, 0.91, 0.92, 0.91])   # claim 1 refuted
+    r = cli('claims', 'cni-net', '--results', str(tmp_path), '--fail-on', 'refuted,inconclusive')
+    assert r.returncode == 3 and '| 1 |' in r.stdout and 'claim(s) 1 (refuted)' in r.stderr, (r.returncode, r.stderr)
+    r = cli('claims', 'cni-net', '--results', str(tmp_path), '--fail-on', 'reproduced', '--json')
+    assert r.returncode == 0, r.stderr
+    assert not any(c['verdict'] == 'reproduced' for c in __import__('json').loads(r.stdout))
+    r = cli('claims', 'cni-net', '--results', str(tmp_path/'none'), '--fail-on', 'refuted,maybe')
+    assert r.returncode == 2 and '--fail-on' in r.stderr and 'maybe' in r.stderr, r.stderr   # (no records there: never read)
+
+def test_claims_names_the_parameters_a_custom_run_changed(tmp_path):
+    _synthetic_campaign(ResultStore(tmp_path), 'rkSYN3', [1.10, 1.12, 1.09, 1.11, 1.10], custom={'repetitions': 5, 'placements': ['same-host']})
+    r = cli('claims', 'cni-net', '--results', str(tmp_path))
+    assert r.returncode == 0 and r.stdout.startswith('cni-net, campaign rkSYN3 (custom parameters: placements=["same-host"]; repetitions=5):\n'), r.stdout[:300]
+
+def test_export_writes_a_campaigns_records_elsewhere(tmp_path):
+    "`researchkit export`: the campaign's every record and column, as CSV or JSON lines on stdout, or Parquet in a file; a missing campaign says so; Parquet without a file is bad input."
+    import io
+    _synthetic_campaign(ResultStore(tmp_path/'r'), 'rkSYN4', [1.10, 1.12, 1.09])
+    want = ResultStore(tmp_path/'r').campaign_records('cni-net', 'rkSYN4')
+    r = cli('export', 'cni-net', '--results', str(tmp_path/'r'), '--campaign', 'rkSYN4')
+    assert r.returncode == 0, r.stderr
+    csv = pl.read_csv(io.StringIO(r.stdout))
+    assert csv.height == want.height and set(csv.columns) == set(want.columns) and sorted(csv['value'].to_list()) == sorted(want['value'].to_list())
+    r = cli('export', 'cni-net', '--results', str(tmp_path/'r'), '--format', 'jsonl')   # the latest finished quick campaign: rkSYN4
+    assert r.returncode == 0 and [json.loads(l)['campaign'] for l in r.stdout.splitlines()] == ['rkSYN4'] * want.height, r.stderr
+    r = cli('export', 'cni-net', '--results', str(tmp_path/'r'), '--format', 'parquet', '--out', str(tmp_path/'x.parquet'))
+    assert r.returncode == 0 and r.stdout == '' and pl.read_parquet(tmp_path/'x.parquet').height == want.height, r.stderr
+    r = cli('export', 'cni-net', '--results', str(tmp_path/'r'), '--format', 'parquet')
+    assert r.returncode == 2 and '--out' in r.stderr, r.stderr
+    r = cli('export', 'cni-net', '--results', str(tmp_path/'r'), '--campaign', 'rkNOSUCH')
+    assert r.returncode == 1 and 'rkNOSUCH' in r.stderr, r.stderr

@@ -1,5 +1,5 @@
 """researchkit.studies.runtimes_web end to end: real containers (runc, runsc), real Apache + PHP, real vegeta, through the CLI."""
-import re, math, time, glob, signal, subprocess, pathlib
+import json, re, math, time, glob, signal, subprocess, pathlib
 import polars as pl
 import pytest
 from researchkit.studies import runtimes_web as rw
@@ -131,6 +131,9 @@ def test_interrupted_run_tears_down_its_containers(tmp_path, background):
     assert not {n for n in _netns() - before if n.startswith(run_id)}
     assert not glob.glob(f'/tmp/rk-wrk-{run_id}-*') and not glob.glob(f'/tmp/{run_id}-vegeta-*')   # the load tools' scratch files too
     assert _records(tmp_path).height >= 1
+    # a custom run (its runtimes in another order than the smoke profile's) keeps what it changed, even when interrupted
+    c = _records(tmp_path).filter(pl.col('metric') == 'custom_fields')
+    assert c.height == 1 and json.loads(c['note'][0]) == {'runtimes': ['runsc', 'runc']}, c
 
 COMMITTED = ROOT/'results'
 

@@ -14,7 +14,7 @@ from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, NetnsNode, CommandFailed
 from ..testbed.inventory import Testbed
 from ..testbed.capabilities import probe
-from .netdev import (runner_of, ledger_node, netns_undo, veth_line, rate_limit_lines,
+from .netdev import (runner_of, netns_undo, veth_line, rate_limit_lines,
                                          Script, links, kind_of, _n)
 from . import tcbpf
 
@@ -245,7 +245,7 @@ class Topology:
         "Ledger entries per namespace; in process, the first undo deletes all namespaces of the topology in one go."
         for n in names:
             self._ns.append((runner, n)); u = netns_undo(n)
-            self._td.add(f'netns {n}', self._delete_all, undo=u, node=ledger_node(runner))
+            self._td.add(f'netns {n}', self._delete_all, undo=u, node=runner.ledger_node)
 
     def _delete_all(self):
         if self._deleted: return
@@ -338,7 +338,7 @@ class Topology:
         if self._own_hosts: return
         r, ns = runner_of(self.hosts[i].node)
         u = f"ip netns exec {shlex.quote(ns)} sh -c {shlex.quote(cmd)}" if ns else cmd
-        self._td.add(f'{label} on {self.hosts[i].name}', (lambda: r.run(u, check=False)), undo=u, node=ledger_node(r))
+        self._td.add(f'{label} on {self.hosts[i].name}', (lambda: r.run(u, check=False)), undo=u, node=r.ledger_node)
 
     def _host_link_undo(self, i:int, dev:str):
         "On a host we do not own, register the removal of a device we create there."

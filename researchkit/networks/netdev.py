@@ -12,8 +12,8 @@ from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, NetnsNode, Result
 
 # %% auto #0
-__all__ = ['runner_of', 'ledger_node', 'ip', 'tc', 'batch', 'Script', 'netns_undo', 'add_netns', 'del_netns', 'list_netns',
-           'veth_line', 'add_veth', 'set_up', 'set_mtu', 'add_addr', 'link_info', 'links', 'link_stats', 'kind_of',
+__all__ = ['runner_of', 'ip', 'tc', 'batch', 'Script', 'netns_undo', 'add_netns', 'del_netns', 'list_netns', 'veth_line',
+           'add_veth', 'set_up', 'set_mtu', 'add_addr', 'link_info', 'links', 'link_stats', 'kind_of',
            'rate_limit_lines', 'rate_limit']
 
 # %% ../../nbs/20_netdev.ipynb #c005
@@ -24,11 +24,6 @@ def runner_of(node:Node) -> tuple[Node, str|None]:
 
 def _n(ns:str|None) -> str: return f"-n {shlex.quote(ns)} " if ns else ''
 
-def ledger_node(node:Node) -> str:
-    "Name under which an undo step for `node` is recorded in the ledger ('local' for this machine)."
-    r, _ = runner_of(node)
-    while isinstance(r, NetnsNode): r = r.parent
-    return 'local' if r.kind == 'local' else r.name
 
 def ip(node:Node, args:str, *, check:bool=True, timeout:float=30) -> Result:
     "Run `ip ARGS` on `node` (inside its namespace when it is a `NetnsNode`)."
@@ -90,7 +85,7 @@ def add_netns(names:list[str]|str,           # namespace name(s); each must carr
     nodes = [NetnsNode(n, parent) for n in names]
     for nd in nodes:
         u = netns_undo(nd.netns)
-        teardown.add(f"netns {nd.netns}", (lambda u=u: parent.run(u, check=False, timeout=60)), undo=u, node=ledger_node(parent))
+        teardown.add(f"netns {nd.netns}", (lambda u=u: parent.run(u, check=False, timeout=60)), undo=u, node=parent.ledger_node)
     s = Script(parent).batch(None, [f"netns add {n}" for n in names])
     if lo:
         for n in names: s.batch(n, ['link set dev lo up'])
@@ -131,7 +126,7 @@ def add_veth(node:Node,                # machine (or namespace) the command runs
     if teardown is not None:
         r, ns = runner_of(node)
         u = f"ip {_n(a_ns or ns)}link del {shlex.quote(a)} 2>/dev/null; true"
-        teardown.add(f"veth {a}", (lambda: r.run(u, check=False)), undo=u, node=ledger_node(node))
+        teardown.add(f"veth {a}", (lambda: r.run(u, check=False)), undo=u, node=node.ledger_node)
     ip(node, veth_line(a, b, a_ns=a_ns, b_ns=b_ns, mtu=mtu))
 
 def set_up(node:Node, *devs:str):
@@ -180,5 +175,5 @@ def rate_limit(node:Node, dev:str, mbit:float, *, kind:str='tbf', teardown:Teard
     if teardown is not None:
         r, ns = runner_of(node)
         u = f"tc {_n(ns)}qdisc del dev {dev} root 2>/dev/null; true"
-        teardown.add(f"{kind} on {dev}", (lambda: r.run(u, check=False)), undo=u, node=ledger_node(node))
+        teardown.add(f"{kind} on {dev}", (lambda: r.run(u, check=False)), undo=u, node=node.ledger_node)
     batch(node, lines, tool='tc')

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..core import NotMeasurable, cache_dir
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, NetnsNode, CommandFailed
-from .netdev import runner_of, ledger_node, _n
+from .netdev import runner_of, _n
 
 # %% auto #0
 __all__ = ['VLAN_SRC', 'GRE_SRC', 'SOURCES', 'PROGRAMS', 'COUNTERS', 'GRE_OVERHEAD', 'compile_bpf', 'vlan_cfg', 'gre_cfg',
@@ -197,7 +197,7 @@ def attach(node:Node,        # namespace (or machine) the devices live in
             seen.add(dev)
             if teardown is not None:
                 u = f"tc {_n(ns)}qdisc del dev {dev} clsact 2>/dev/null; true"
-                teardown.add(f"clsact on {dev}", (lambda u=u: r.run(u, check=False)), undo=u, node=ledger_node(node))
+                teardown.add(f"clsact on {dev}", (lambda u=u: r.run(u, check=False)), undo=u, node=node.ledger_node)
             lines.append(f"qdisc replace dev {dev} clsact")
         lines.append(f"filter add dev {dev} {direction} bpf da obj {_obj_path(node, compile_bpf(src))} sec {sec}")
     try: r.run(f"tc {_n(ns)}-batch -", input='\n'.join(lines) + '\n', timeout=60)

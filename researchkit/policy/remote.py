@@ -10,7 +10,6 @@ import base64, dataclasses, hashlib, io, json, os, pathlib, posixpath, secrets, 
 from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, Proc
-from ..networks.netdev import ledger_node
 from ..runtimes.container import Container, Mount, CGROUP_PARENT
 from .rules import Rules
 from .mechanisms import (Policy, MECHANISMS, EnforcementError, check_mechanisms, check_enforcement,
@@ -131,7 +130,7 @@ class Agent:
         line = (f"mkdir -p /run/researchkit-agents && cd / && PYTHONPATH={shlex.quote(pkg)} exec {python} -c "
                 + shlex.quote(f"from researchkit.policy.remote import serve; serve({self.sock!r})"))
         teardown.add(f"policy agent socket {self.sock}", lambda: node.run(f"rm -f {self.sock}", check=False, timeout=30),
-                     undo=f"rm -f {shlex.quote(self.sock)}", node=ledger_node(node))
+                     undo=f"rm -f {shlex.quote(self.sock)}", node=node.ledger_node)
         self.proc: Proc = node.spawn(line, teardown=teardown, label=f"policy agent on {node.name}")
         deadline = time.monotonic() + start_timeout
         while not node.run(f"test -S {self.sock}", check=False, timeout=30).ok:
@@ -190,7 +189,7 @@ class RemotePolicy:
         if not isinstance(cid, str) or c is None: raise ConfigError('target', f"{target!r}: an Instance (id and container) on {self.node.name}")
         d = f"/sys/fs/cgroup/unified{CGROUP_PARENT}/{cid}"
         self.td.add(f"cgroup2 dir {d} on {self.node.name}", lambda: self.node.run(f"rmdir {shlex.quote(d)} 2>/dev/null; true", check=False, timeout=30),
-                    undo=f"rmdir {shlex.quote(d)} 2>/dev/null; true", node=ledger_node(self.node))
+                    undo=f"rmdir {shlex.quote(d)} 2>/dev/null; true", node=self.node.ledger_node)
         self.cgroup = self.agent.call('prepare', cid=cid, runtime=target.runtime.name, container=container_spec(c))['cgroup']
         return self
 
@@ -230,7 +229,7 @@ class RemotePolicy:
 
 def is_local(node:Node|None) -> bool:
     "Does `node` share this process's kernel (this machine or one of its namespaces)?"
-    return node is None or ledger_node(node) == 'local'
+    return node is None or node.ledger_node == 'local'
 
 def policy_on(node:Node|None, rules:Rules, mechanisms:list[str], *, teardown:Teardown, **kw):
     "A `Policy` in this process when `node` is this machine, else a `RemotePolicy` held by an agent on `node`."

@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/campaign.html.md"""
 
 # %% ../../nbs/59_campaign.ipynb #c003
 from __future__ import annotations
-import atexit, sys, time, html, pathlib
+import atexit, sys, time, html, json, pathlib
 import polars as pl
 from ..core import ConfigError, ResearchkitError, current_run_id, project_root, validate
 from ..teardown import Teardown
@@ -29,7 +29,7 @@ _MISSING = object()
 REFINE_ROUNDS = 4   # at most this many refinement rounds (`Campaign.adapt`): each halves a cell (in its scale); a study stops asking once its cells are as fine as it needs
 
 # %% auto #0
-__all__ = ['REFINE_ROUNDS', 'resolve_params', 'output_dirs', 'Campaign']
+__all__ = ['REFINE_ROUNDS', 'resolve_params', 'custom_fields', 'output_dirs', 'Campaign']
 
 # %% ../../nbs/59_campaign.ipynb #c005
 def _required(schema:dict) -> list[str]:
@@ -50,6 +50,13 @@ def resolve_params(study:Study,           # the study whose schema decides
     try: same = P == load_params(study.name, profile)
     except ConfigError: same = False   # no such profile file: a custom run
     return P, profile if same else f"{profile}+custom"
+
+def custom_fields(study:Study, profile:str, P:dict) -> dict:
+    "The parameters `P` sets otherwise than `params/<study>/<profile>.yaml` (all of them without such a file): what a custom run changed, which its records keep."
+    from researchkit.studies.catalog import load_params
+    try: base = load_params(study.name, profile)
+    except ConfigError: return dict(P)
+    return {k: v for k, v in P.items() if base.get(k) != v}
 
 def output_dirs(recorded_profile:str,     # from `resolve_params`
                 *, measure:bool=True,     # False: the run only reads records
@@ -82,6 +89,7 @@ class Campaign:
         from researchkit.testbed.inventory import load_inventory, Testbed
         self.study = get_study(study) if isinstance(study, str) else study
         self.P, self.profile = resolve_params(self.study, profile, params)   # bad input fails here, before anything starts
+        self.custom = custom_fields(self.study, profile, self.P) if self.profile != profile else {}   # recorded with the run's wall time
         self.measuring, self.progress = bool(measure), bool(progress)
         self.results_dir, self.figures_dir = output_dirs(self.profile, measure=self.measuring, results_dir=results_dir, figures_dir=figures_dir)
         inventory = load_inventory(testbed)
@@ -239,12 +247,19 @@ class Campaign:
                 # even when the run fails or is interrupted; a resumed campaign adds its own
                 setup = (self._t_first - t0) if self._t_first is not None else time.perf_counter() - t0
                 end = time.perf_counter()
-                try: self.store.append(records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0,
-                                               {'wall_s': (end - t0 - setup, 's'), 'setup_s': (setup, 's')}, self.provenance()()))
+                try: self.store.append(self._run_rows(end - t0 - setup, setup))
                 except Exception as e:   # never let the bookkeeping hide why the method failed
                     print(f"researchkit: the wall time of this run was not recorded: {type(e).__name__}: {e}", file=sys.stderr)
         self.store.append(campaign_complete(self.study.name, self.provenance()()))  # the next run starts a new campaign
         return self.summaries
+
+    def _run_rows(self, wall:float, setup:float) -> list[dict]:
+        "This process's rows of the campaign: its measuring wall time and setup, and (a custom run) the parameters it set otherwise than its profile, as JSON in the note."
+        extra = {'custom_fields': (float(len(self.custom)), 'parameters set otherwise than the profile file (their values: the note)')} if self.custom else {}
+        rows = records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (wall, 's'), 'setup_s': (setup, 's'), **extra}, self.provenance()())
+        for r in rows:
+            if r['metric'] == 'custom_fields': r['note'] = json.dumps(self.custom, sort_keys=True, default=str)
+        return rows
 
     def adapt(self) -> list[str]:
         """Adaptive rounds, while a claim is inconclusive: first **refinement** — where the grid's resolution alone leaves a verdict

@@ -15,7 +15,6 @@ from .contract import Study, ADAPTIVE
 from ..policy.rules import Rules, synthetic, FILLER_DIR
 from ..policy.mechanisms import Policy, check_enforcement, EnforcementError, MECHANISMS
 from ..policy.remote import policy_on
-from ..networks.netdev import ledger_node
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'FILE_MECHANISMS', 'NET_MECHANISMS', 'FIO_VARIANTS', 'WRK_VARIANTS', 'PERCALL_MODES',
@@ -133,7 +132,7 @@ class Bench:
             pod.node.run("sysctl -qw net.ipv4.tcp_max_tw_buckets=0 net.ipv4.tcp_tw_reuse=1 net.ipv4.ip_local_port_range='1024 65535'", timeout=15)
         d = self.blocked_dir = f"/run/{current_run_id()}-blocked-{os.getpid()}-{id(self):x}"   # on the host that runs the containers
         rm = f"rm -rf {shlex.quote(d)}"
-        self.td.add(f"blocked-files dir {d} on {self.host.name}", lambda: self.host.run(rm, check=False, timeout=30), undo=rm, node=ledger_node(self.host))
+        self.td.add(f"blocked-files dir {d} on {self.host.name}", lambda: self.host.run(rm, check=False, timeout=30), undo=rm, node=self.host.ledger_node)
         self.host.run(f"mkdir -p {shlex.quote(d)} && echo blocked > {shlex.quote(d)}/secret", timeout=30)
         self.image = rootfs_image(WEB_PACKAGES, node=self.host)
         self.rt = get_runtime('runc', self.host)

@@ -131,9 +131,6 @@ QDISC_TRIES = [  # item, arguments of `tc qdisc replace dev DEV root`
 TC_BPF_SRC = ('__attribute__((section("tc"), used)) int rk_pass(void *skb) { return 0; }\n'
               'char _license[] __attribute__((section("license"), used)) = "GPL";\n')
 
-def _ledger_node(node:Node) -> str:
-    return 'local' if node.kind in ('local', 'netns') else node.name
-
 def bpf_object(src:str, name:str) -> pathlib.Path:
     "Compile a BPF C program (on this machine, `clang -O2 -target bpf`), cached under cache_dir('bpf') by content."
     h = hashlib.sha256(src.encode()).hexdigest()[:12]
@@ -206,7 +203,7 @@ def probe_network(node:Node) -> list[Cap]:
     rid = current_run_id(); ns = f"{rid}-cap{secrets.token_hex(2)}"
     undo = f"ip netns del {ns} 2>/dev/null || true"
     with Teardown() as td:
-        td.add(f"netns {ns} on {node.name}", lambda: node.run(undo, check=False), undo=undo, node=_ledger_node(node))
+        td.add(f"netns {ns} on {node.name}", lambda: node.run(undo, check=False), undo=undo, node=node.ledger_node)
         r = node.run(f"ip netns add {ns}", check=False, timeout=30)
         if not r.ok:
             why = f"ip netns add: {_err(r)}"
