@@ -325,9 +325,16 @@ def test_no_point_pays_for_shrinking_the_prefork_pool(runtime):
     image = rootfs_image()
     pf = prefork_settings(image)
     assert (pf['StartServers'], pf['MaxSpareServers'], pf['MaxRequestWorkers']) == (5, 10, 150), pf   # Debian's mpm_prefork.conf
-    def idle_rate(inst, secs=3.0):
-        c0, t0 = inst.cpu_seconds(), time.monotonic(); time.sleep(secs)
-        return (inst.cpu_seconds() - c0) / (time.monotonic() - t0)
+    def idle_rate(inst, secs=3):
+        # the server's steady idle cost: the least of `secs` 1-s windows. runsc's Sentry has one-off bursts of its own (a fresh
+        # server's start-up, a collection after a burst): a 3-s mean measured 1.9-17.6 ms/s at rest and 1.0-4.5 after a burst on the
+        # same host, so one of them decided the comparison (CI, 2026-11-28: 4.5 after vs 1.9 at rest); a shrinking pool ends a worker
+        # every second, so every window carries its cost (46-60 ms/s under runsc) and the least of them still shows it
+        rates = []
+        for _ in range(secs):
+            c0, t0 = inst.cpu_seconds(), time.monotonic(); time.sleep(1.0)
+            rates.append((inst.cpu_seconds() - c0) / (time.monotonic() - t0))
+        return min(rates)
     seen = {}
     for spare in (10, None):   # Debian's, then the study's default
         P = validate({'runtimes': [runtime], 'endpoints': ['cpu'], 'duration': 1, 'repetitions': 1, 'drain_s': 20, 'max_spare_servers': spare,
