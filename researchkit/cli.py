@@ -149,35 +149,29 @@ def parser() -> argparse.ArgumentParser:
     kc.add_argument('--inventory', default=None, help='where to write the inventory (default: in the cluster\'s run directory, removed with it)')
     return ap
 
-def claims_table(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None):
-    "(the claims table, the campaign id, the parameters its runs set otherwise than their profile) of a recorded campaign, from its records alone; `ResearchkitError` when there is none."
+def _recorded(study:str, campaign:str|None, profile:str, results_dir):
+    "(the study, the records of campaign `campaign` or of the latest finished one of `profile`) read without measuring; `ResearchkitError` when there are none."
     from researchkit.studies.campaign import Campaign
-    run = Campaign(study, profile=profile, measure=False, campaign=campaign, results_dir=results_dir, progress=False)
-    try:
-        df = run.records()
-        if df.is_empty():
-            raise ResearchkitError(f"{study}: no records of campaign {campaign!r} in {run.results_dir}" if campaign
-                                   else f"{study}: no finished {run.profile} campaign in {run.results_dir}")
-        import polars as pl
-        from researchkit.results.records import CAMPAIGN
-        custom = {}
-        for note in df.filter((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == 'custom_fields')).sort('timestamp')['note']:
-            custom.update(json.loads(note))
-        return run.claims(df), df['campaign'][0], custom
-    finally: run.close()
-
-def export_records(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None, fmt:str='csv', out=None) -> str|None:
-    "A recorded campaign's records as CSV or JSON lines (returned, or written to `out`), or Parquet (to `out`): every column, in record order. `ResearchkitError` when there is no such campaign."
-    from researchkit.studies.campaign import Campaign
-    if fmt not in ('csv', 'jsonl', 'parquet'): raise ConfigError('--format', f"{fmt!r} is not one of csv, jsonl, parquet")
-    if fmt == 'parquet' and out is None: raise ConfigError('--out', "parquet is binary: name the file to write (--out FILE)")
     run = Campaign(study, profile=profile, measure=False, campaign=campaign, results_dir=results_dir, progress=False)
     try: df = run.records()
     finally: run.close()
     if df.is_empty():
         raise ResearchkitError(f"{study}: no records of campaign {campaign!r} in {run.results_dir}" if campaign
                                else f"{study}: no finished {run.profile} campaign in {run.results_dir}")
-    df = df.sort('timestamp', maintain_order=True)
+    return run.study, df
+
+def claims_table(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None):
+    "(the claims table, the campaign id, the parameters its runs set otherwise than their profile) of a recorded campaign, from its records alone; `ResearchkitError` when there is none."
+    from researchkit.claims import evaluate
+    from researchkit.studies.campaign import recorded_custom
+    s, df = _recorded(study, campaign, profile, results_dir)
+    return evaluate(s.claims(), df), df['campaign'][0], recorded_custom(df)
+
+def export_records(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None, fmt:str='csv', out=None) -> str|None:
+    "A recorded campaign's records as CSV or JSON lines (returned, or written to `out`), or Parquet (to `out`): every column, in record order. `ResearchkitError` when there is no such campaign."
+    if fmt not in ('csv', 'jsonl', 'parquet'): raise ConfigError('--format', f"{fmt!r} is not one of csv, jsonl, parquet")
+    if fmt == 'parquet' and out is None: raise ConfigError('--out', "parquet is binary: name the file to write (--out FILE)")
+    df = _recorded(study, campaign, profile, results_dir)[1].sort('timestamp', maintain_order=True)
     if fmt == 'parquet': df.write_parquet(out); return None
     text = df.write_csv() if fmt == 'csv' else df.write_ndjson()
     if out is None: return text

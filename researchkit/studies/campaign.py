@@ -29,7 +29,7 @@ _MISSING = object()
 REFINE_ROUNDS = 4   # at most this many refinement rounds (`Campaign.adapt`): each halves a cell (in its scale); a study stops asking once its cells are as fine as it needs
 
 # %% auto #0
-__all__ = ['REFINE_ROUNDS', 'resolve_params', 'custom_fields', 'output_dirs', 'Campaign']
+__all__ = ['REFINE_ROUNDS', 'resolve_params', 'custom_fields', 'recorded_custom', 'output_dirs', 'Campaign']
 
 # %% ../../nbs/59_campaign.ipynb #c005
 def _required(schema:dict) -> list[str]:
@@ -47,16 +47,19 @@ def resolve_params(study:Study,           # the study whose schema decides
     ids = [c.id for c in study.claims()]
     unknown = [c for c in P.get('refine_claims') or [] if c not in ids]
     if unknown: raise ConfigError('refine_claims', f"{study.name} has no claim {', '.join(map(repr, unknown))} (its claims: {', '.join(ids)})")
-    try: same = P == load_params(study.name, profile)
-    except ConfigError: same = False   # no such profile file: a custom run
-    return P, profile if same else f"{profile}+custom"
+    return P, f"{profile}+custom" if custom_fields(study, profile, P) else profile
 
 def custom_fields(study:Study, profile:str, P:dict) -> dict:
     "The parameters `P` sets otherwise than `params/<study>/<profile>.yaml` (all of them without such a file): what a custom run changed, which its records keep."
     from researchkit.studies.catalog import load_params
     try: base = load_params(study.name, profile)
-    except ConfigError: return dict(P)
+    except ConfigError: return dict(P)   # no such profile file: a custom run
     return {k: v for k, v in P.items() if base.get(k) != v}
+
+def recorded_custom(df:pl.DataFrame) -> dict:
+    "What the runs of a campaign (its records `df`) set otherwise than their profile: their `custom_fields` rows, later runs over earlier ones; {} for a run of the profile as it is."
+    rows = df.filter((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == 'custom_fields')) if df.height else df
+    return {k: v for note in rows.sort('timestamp')['note'] for k, v in json.loads(note).items()} if rows.height else {}
 
 def output_dirs(recorded_profile:str,     # from `resolve_params`
                 *, measure:bool=True,     # False: the run only reads records
@@ -354,7 +357,6 @@ class Campaign:
         fits `left_s` (None: no budget): ([(claim id, experiment, point, repetitions, why, set, seconds)], [(claim id, seconds) of the
         claims that did not fit]). A point is a swept point of the curve with the `Finer`'s values and `'refine': True`; its cost,
         the longest one measurement of its neighbours on the curve took in this process (else the experiment's mean), per repetition."""
-        import json
         df, out, skipped, taken = self.records(), [], [], set()
         for r in undecided.filter(pl.col('finer').is_not_null()).iter_rows(named=True):
             mine = []
