@@ -11,15 +11,15 @@ import polars as pl
 from .core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
 from .teardown import Teardown
 from .testbed.nodes import Node, LocalNode, Proc
-from .runtimes.container import CGROUP_PARENT, parse_cpulist, node_limits
+from .runtimes.container import CGROUP_PARENT, node_limits, check_cpus
 from .runtimes.adapters import Instance
 
 log = logging.getLogger('researchkit.monitor')
 
 # %% auto #0
 __all__ = ['log', 'SAMPLER_PY', 'MIN_INTERVAL', 'FLUSH_S', 'KATA_NOTE', 'COLUMNS', 'CLASS_COLUMNS', 'POD_SAMPLER_SH',
-           'SERIES_UNITS', 'SERIES_SUFFIX', 'MonitorError', 'instance_dirs', 'check_cpus', 'check_labels', 'Monitor',
-           'PodMonitor', 'downsample', 'series_records', 'series_frame']
+           'SERIES_UNITS', 'SERIES_SUFFIX', 'MonitorError', 'instance_dirs', 'check_labels', 'Monitor', 'PodMonitor',
+           'downsample', 'series_records', 'series_frame']
 
 # %% ../nbs/19_monitor.ipynb #c005
 SAMPLER_PY = r'''"""researchkit monitor sampler: per-cgroup CPU and memory at absolute deadlines (stdlib only; one JSON line per sample).
@@ -204,24 +204,6 @@ def instance_dirs(inst:Instance) -> list[str]:
     "Cgroup directories of a container that the sampler reads: cpuacct and memory of `/researchkit/<id>` (v1), the cgroup2 dir."
     d = f"{CGROUP_PARENT}/{inst.id}"
     return [f"/sys/fs/cgroup/cpuacct{d}", f"/sys/fs/cgroup/memory{d}", f"/sys/fs/cgroup{d}"]
-
-def check_cpus(cpus, node:Node|None=None) -> str|None:
-    "A taskset CPU list (e.g. '0', '0-1') from an int, a CPU-list string or a list of ints, checked against the node's online CPUs."
-    if cpus is None: return None
-    try:
-        if isinstance(cpus, bool): raise ValueError
-        if isinstance(cpus, int): lst = [cpus] if cpus >= 0 else None
-        elif isinstance(cpus, str): lst = parse_cpulist(cpus)
-        elif isinstance(cpus, (list, tuple, set)) and cpus and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
-            lst = sorted(set(cpus))
-        else: lst = None
-        if not lst: raise ValueError
-    except ValueError: raise ConfigError('cpus', f"{cpus!r}: a CPU number, a CPU list such as '0' or '0-1', or a list of CPU numbers") from None
-    if node is not None:
-        online = node_limits(node)['online']
-        bad = [c for c in lst if c not in online]
-        if bad: raise ConfigError('cpus', f"CPU {bad[0]} is not online on node {node.name} (online: {online})")
-    return ','.join(map(str, lst))
 
 # %% ../nbs/19_monitor.ipynb #c009
 def _target(name, v) -> dict:

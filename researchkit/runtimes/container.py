@@ -14,8 +14,8 @@ from ..testbed.nodes import Node, LocalNode
 
 # %% auto #0
 __all__ = ['MOUNT_TYPES', 'SCRATCH_ROOT', 'CGROUP_PARENT', 'DEFAULT_PATH', 'CAPS', 'Mount', 'Container', 'parse_cpulist',
-           'node_limits', 'check_container', 'oci_mount', 'oci_config', 'new_container_id', 'Bundle', 'bundle_undo',
-           'prepare_bundle']
+           'node_limits', 'check_cpus', 'check_container', 'oci_mount', 'oci_config', 'new_container_id', 'Bundle',
+           'bundle_undo', 'prepare_bundle']
 
 # %% ../../nbs/16_containers.ipynb #c005
 MOUNT_TYPES = ('bind', 'tmpfs')
@@ -94,6 +94,24 @@ def node_limits(node:Node|None=None, *, refresh:bool=False) -> dict:
         _LIMITS[node.name] = {'cores': int(out[0]), 'online': parse_cpulist(out[1]),
                               'nofile': 1 << 20 if nofile == 'unlimited' else int(nofile), 'memory_mb': int(out[3])}
     return _LIMITS[node.name]
+
+def check_cpus(cpus, node:Node|None=None) -> str|None:
+    "The one CPU-list check of the package (taskset pins of monitors, load generators, wrk): a CPU number, a CPU-list string or a list of CPU numbers as a normalised list ('0-1' -> '0,1'), with a `node` also checked against its online CPUs; None stays None (no pinning)."
+    if cpus is None: return None
+    try:
+        if isinstance(cpus, bool): raise ValueError
+        if isinstance(cpus, int): lst = [cpus] if cpus >= 0 else None
+        elif isinstance(cpus, str): lst = parse_cpulist(cpus)
+        elif isinstance(cpus, (list, tuple, set)) and cpus and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
+            lst = sorted(set(cpus))
+        else: lst = None
+        if not lst: raise ValueError
+    except ValueError: raise ConfigError('cpus', f"{cpus!r}: a CPU number, a CPU list such as '0' or '0-1', or a list of CPU numbers") from None
+    if node is not None:
+        online = node_limits(node)['online']
+        bad = [c for c in lst if c not in online]
+        if bad: raise ConfigError('cpus', f"CPU {bad[0]} is not online on node {node.name} (online: {online})")
+    return ','.join(map(str, lst))
 
 def _num(v): return isinstance(v, (int, float)) and not isinstance(v, bool)
 def _int(v): return isinstance(v, int) and not isinstance(v, bool)

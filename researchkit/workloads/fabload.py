@@ -12,13 +12,14 @@ import polars as pl
 from ..core import ConfigError, ResearchkitError, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, NetnsNode, Result, CommandFailed
+from ..runtimes.container import check_cpus
 
 # %% auto #0
 __all__ = ['GATEWAY_FIELDS', 'MAX_RATE', 'MAX_CLIENTS', 'MAX_SECONDS', 'MAX_PAYLOAD', 'ROW_SCHEMA', 'SHED', 'CGROUP_CPUACCT',
            'CALIPER_VERSION', 'CALIPER_INSTALL', 'Gateway', 'as_gateway', 'check_rate', 'check_clients',
-           'check_seconds', 'check_payload', 'check_max_inflight', 'check_tolerance', 'parse_cpus', 'check_cpus',
-           'go_duration', 'read_rows', 'error_class', 'load_metrics', 'LoadResult', 'rk_load_binary', 'open_loop',
-           'closed_loop', 'caliper_dir', 'caliper_latencies', 'parse_caliper_table', 'caliper']
+           'check_seconds', 'check_payload', 'check_max_inflight', 'check_tolerance', 'go_duration', 'read_rows',
+           'error_class', 'load_metrics', 'LoadResult', 'rk_load_binary', 'open_loop', 'closed_loop', 'caliper_dir',
+           'caliper_latencies', 'parse_caliper_table', 'caliper']
 
 # %% ../../nbs/38_fabload.ipynb #c005
 GATEWAY_FIELDS = ('peer', 'tlsca', 'msp', 'mspid', 'channel', 'chaincode')
@@ -119,29 +120,6 @@ def check_tolerance(tol) -> float:
     "Allowed send-rate shortfall as a fraction in [0, 1), or `ConfigError('tolerance')`."
     if not _number(tol) or not 0 <= tol < 1: raise ConfigError('tolerance', f"expected a fraction 0 <= x < 1 (0.03 = 3 %), got {tol!r}")
     return float(tol)
-
-def parse_cpus(cpus) -> list[int]:
-    "CPUs of a taskset list such as 0, '1', '0-1' or '0,2' (syntax only), or `ConfigError('cpus')`."
-    s = str(cpus)
-    if isinstance(cpus, bool) or not (_int(cpus) or isinstance(cpus, str)) or not re.fullmatch(r'\d+(-\d+)?(,\d+(-\d+)?)*', s):
-        raise ConfigError('cpus', f"expected a CPU list such as '0', '0-1' or '0,2', got {cpus!r}")
-    out = []
-    for part in s.split(','):
-        a, _, b = part.partition('-')
-        if b and int(b) < int(a): raise ConfigError('cpus', f"bad range {part!r} in {cpus!r}")
-        out += range(int(a), int(b or a) + 1)
-    return out
-
-def check_cpus(cpus, node:Node|None=None) -> str|None:
-    "None (no pinning) or a CPU list whose CPUs are all online on `node` (read from `/sys/devices/system/cpu/online`)."
-    if cpus is None: return None
-    want = parse_cpus(cpus)
-    if node is not None:
-        r = node.run("cat /sys/devices/system/cpu/online", check=False, timeout=15)
-        online = set(parse_cpus(r.stdout.strip())) if r.ok and r.stdout.strip() else None
-        if online is not None and not set(want) <= online:
-            raise ConfigError('cpus', f"CPU(s) {sorted(set(want) - online)} not online on {node.name} (online: {r.stdout.strip()})")
-    return str(cpus)
 
 def go_duration(seconds:float) -> str:
     "A Go duration for rk-load's flags, in whole microseconds."
@@ -283,7 +261,7 @@ def _run(gw, mode:str, *, rate, clients, duration, warmup, payload, cpus, max_in
     if rows_dir is not None and (not isinstance(rows_dir, str) or not rows_dir.startswith('/')):
         raise ConfigError('rows_dir', f"expected an absolute directory path on the node, got {rows_dir!r}")
     if rate is not None and rate * (warmup + duration) > 1e8: raise ConfigError('rate', "rate × (warmup + duration) exceeds 1e8 transactions")
-    if cpus is not None: parse_cpus(cpus)   # the syntax now; the CPUs online on the node below
+    check_cpus(cpus)   # the syntax now; the CPUs online on the node below
     gw.check()
     node = gw.where
     cpus = check_cpus(cpus, node)
@@ -465,7 +443,7 @@ def caliper(gw,                           # a `Gateway`, its mapping, or a netwo
     warmup, payload, tolerance = check_seconds('warmup', warmup, zero_ok=True), check_payload(payload), check_tolerance(tolerance)
     if not _int(workers) or not 1 <= workers <= 64: raise ConfigError('workers', f"expected an integer 1..64, got {workers!r}")
     if not _number(margin) or margin < 0: raise ConfigError('margin', f"expected seconds >= 0, got {margin!r}")
-    if cpus is not None: parse_cpus(cpus)
+    check_cpus(cpus)
     gw.check()
     node = gw.where
     cpus = check_cpus(cpus, node)

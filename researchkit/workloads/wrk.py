@@ -9,10 +9,11 @@ from __future__ import annotations
 import json, math, re, secrets, shlex
 from ..core import ConfigError, ResearchkitError, current_run_id
 from ..testbed.nodes import Node, Result, CommandFailed
+from ..runtimes.container import check_cpus
 
 # %% auto #0
 __all__ = ['MAX_CONNECTIONS', 'MAX_THREADS', 'MAX_SECONDS', 'DONE_LUA', 'UNITS', 'check_load', 'check_url', 'check_timeout',
-           'check_cpus', 'parse_wrk', 'wrk', 'tool_versions']
+           'parse_wrk', 'wrk', 'tool_versions']
 
 # %% ../../nbs/36_wrk.ipynb #c005
 MAX_CONNECTIONS = 10_000
@@ -44,11 +45,6 @@ def check_timeout(timeout) -> int:
         raise ConfigError('timeout', f"expected whole seconds 1..600, got {timeout!r}")
     return int(timeout)
 
-def check_cpus(cpus) -> str:
-    "A taskset CPU list such as 1, '0', '0-1' or '0,2'."
-    if isinstance(cpus, bool) or not re.fullmatch(r'\d+(-\d+)?(,\d+(-\d+)?)*', str(cpus)):
-        raise ConfigError('cpus', f"expected a CPU list such as '1' or '0-1', got {cpus!r}")
-    return str(cpus)
 
 # %% ../../nbs/36_wrk.ipynb #c008
 DONE_LUA = r'''-- researchkit: print wrk's exact counters as one JSON line
