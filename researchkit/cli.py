@@ -143,6 +143,10 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser('cleanup', help='tear down what crashed runs left behind (namespaces, links, processes, containers, cgroups); list BPF programs still held')
     c.add_argument('--testbed', default=None, help='also reach the nodes of this SSH testbed')
     sub.add_parser('studies', help='list the studies and their profiles')
+    pn = sub.add_parser('plan', help="what a run would measure and cost (points, repetitions, adaptive allowance, wall time from the recorded campaigns) and what this testbed could not measure, without starting anything")
+    pn.add_argument('study'); pn.add_argument('--profile', default='quick'); pn.add_argument('--testbed', default='local')
+    pn.add_argument('--param', action='append', type=_kv, default=[], metavar='KEY=VALUE', help='override a parameter (YAML value), as for run')
+    pn.add_argument('--results', default=None, help='records to estimate from (default: those a run of the profile writes, and the committed quick ones)')
     pr = sub.add_parser('prepare', help="build on this machine what the studies' methods need before they measure (their images); `make setup` runs it")
     pr.add_argument('studies', nargs='*', metavar='STUDY', help='the studies to prepare (default: all)')
     kc = sub.add_parser('kube-cluster', help='start a single-node Kubernetes cluster here (built from the pins), write its testbed inventory, keep it until Ctrl-C')
@@ -276,6 +280,10 @@ def main(argv:list[str]|None=None) -> int:
             print(f"cluster stopped; host as found: {not c.left}" + (f" (left: {c.left})" if c.left else ''))
             return 0
         if args.cmd == 'prepare': return prepare_studies(args.studies)
+        if args.cmd == 'plan':
+            from researchkit.studies.planning import plan_study, format_plan
+            print(format_plan(plan_study(args.study, args.profile, testbed=args.testbed, overrides=dict(args.param) or None, results_root=args.results)))
+            return 0
         if args.cmd == 'studies':
             from researchkit.studies.catalog import study_names, get_study, params_path
             for s in study_names():

@@ -274,3 +274,32 @@ def test_export_writes_a_campaigns_records_elsewhere(tmp_path):
     assert r.returncode == 2 and '--out' in r.stderr, r.stderr
     r = cli('export', 'cni-net', '--results', str(tmp_path/'r'), '--campaign', 'rkNOSUCH')
     assert r.returncode == 1 and 'rkNOSUCH' in r.stderr, r.stderr
+
+@pytest.mark.parametrize('args,field', [
+    (['plan', 'hlf-ec', '--param', 'repetitions=0'], 'repetitions'),
+    (['plan', 'cni-nett'], 'study'),
+    (['plan', 'cni-net', '--profile', 'nosuch'], 'profile'),
+    (['plan', 'cni-net', '--testbed', 'tests/data/bad-testbed.yaml'], 'nodes[0].kind'),
+])
+def test_plan_refuses_bad_input_naming_the_field(args, field, tmp_path):
+    _cli.assert_rejected(args, field, tmp_path)
+
+def test_plan_reads_the_records_and_starts_nothing():
+    "`researchkit plan`: each experiment's points, the adaptive allowance, the wall time of the recorded campaigns of the profile (or the latest scaled by the planned point-repetitions), what the testbed could not measure; no tracked file, namespace or process changes."
+    before_git, before_ns = _tracked_changes(), _cli.netns_names()
+    r = cli('plan', 'lsm-bpf')
+    assert r.returncode == 0, r.stderr
+    got = r.stdout
+    for want in ('lsm-bpf, profile quick, testbed local (local): nothing is started', 'percall', 'fio', 'wrk',
+                 'up to 8 repetitions while the campaign is under 4.5 min', 'recorded quick campaign(s) on this testbed', 'claim lsm: '):
+        assert want in got, (want, got)
+    n = {e: int(c) for e, c in re.findall(r'^  (\w+)\s+(\d+)$', got, re.M)}
+    from researchkit.studies.catalog import get_study, load_params
+    s = get_study('lsm-bpf')
+    assert n == {e: len(p) for e, p in s.plan(load_params('lsm-bpf', 'quick')).items()}, n
+    r = cli('plan', 'hlf-ec', '--param', 'repetitions=6')   # a custom run: the quick campaigns scaled, 6 / 3 repetitions
+    assert r.returncode == 0 and 'profile quick+custom' in r.stdout and 'scaled by planned point-repetitions ×2.00' in r.stdout, r.stdout
+    for study in ('cni-net', 'runtimes-web', 'lsm-bpf', 'hlf-kata', 'hlf-ec'):   # every full profile validates and plans
+        r = cli('plan', study, '--profile', 'full')
+        assert r.returncode == 0 and 'profile full' in r.stdout and re.search(r'estimated wall time: ~\d+\.\d min', r.stdout), (study, r.stdout, r.stderr)
+    assert _tracked_changes() == before_git and not _cli.new_netns(before_ns, _cli.run_ids())
