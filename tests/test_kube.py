@@ -7,12 +7,12 @@ interrupted or killed leaves no pod and no namespace behind. Multus networks bet
 and a Multus macvlan) on the cluster, through the CLI.
 
 The first build of the four binaries takes ~6 min on 2 cores (then the tool cache has them); a cluster starts in ~30 s."""
-import json, os, pathlib, re, signal, subprocess, sys, textwrap, time, pytest, yaml
+import copy, json, os, pathlib, re, signal, subprocess, sys, textwrap, time, pytest, yaml
 from researchkit.core import ConfigError, NotMeasurable
 from researchkit.teardown import Teardown
 from researchkit.testbed.nodes import CommandTimeout
 from researchkit.testbed.inventory import Testbed, inventory_from_dict, load_inventory
-from researchkit.runtimes.kube_cluster import (KubeCluster, install_cluster_packages, build_kube_tools, cluster_unavailable,
+from researchkit.runtimes.kube_cluster import (KubeCluster, KubeAccessError, install_cluster_packages, build_kube_tools, cluster_unavailable,
                                                state_diff, KUBE_VERSION, BUSYBOX_IMAGE)
 from researchkit.testbed.kube import Kube, PodNode, kube_rows
 
@@ -125,7 +125,13 @@ def test_bad_input_fails_before_anything_starts(cluster, tmp_path):
     bad = json.loads(pathlib.Path(cluster.kubeconfig).read_text()); bad['users'][0]['user']['token'] = 'wrong'
     (tmp_path/'bad.json').write_text(json.dumps(bad))
     with pytest.raises(ConfigError) as e: Kube(spec(cluster, kubeconfig=str(tmp_path/'bad.json'))).check()
-    assert e.value.where == 'kubernetes.kubeconfig' and '401' in e.value.msg, e.value
+    assert e.value.where == 'kubernetes.kubeconfig' and '401' in e.value.msg and "user 'admin'" in e.value.msg, e.value
+    # the cluster's own client: a refused credential is an access error naming the user, not 'not ready yet'
+    kc = copy.copy(cluster); kc.kubeconfig, kc._api = str(tmp_path/'bad.json'), None
+    with pytest.raises(KubeAccessError) as e: kc._node_ready()
+    assert e.value.status == 401 and "'admin'" in str(e.value) and 'bad.json' in str(e.value), e.value
+    kc.api().close()
+    assert cluster._node_ready() and cluster.version()['kubernetes'] == KUBE_VERSION   # the cluster's own client still answers
     with pytest.raises(ConfigError) as e: Kube(spec(cluster, runtime_classes={'runc': None, 'kata': 'kata'})).check()
     assert e.value.where == 'kubernetes.runtime_classes.kata' and "no RuntimeClass 'kata'" in e.value.msg
     k = Kube(spec(cluster))

@@ -281,7 +281,8 @@ def test_policy_refuses_runtimes_it_cannot_scope(no_leak):
 
 def test_failed_load_reports_errno_and_log_and_frees_everything(no_leak):
     "A refused program (LSM here; else a verifier rejection) gives BpfError with the errno and libbpf's text; nothing stays loaded."
-    from researchkit.policy.bpfprog import BpfError, compile_bpf
+    from researchkit.policy.bpfprog import BpfError
+    from researchkit.testbed.tools import compile_bpf
     lsm_ok = libbpf().libbpf_probe_bpf_prog_type(29, None) == 1
     src = ('#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n'
            'SEC("cgroup/connect4") int rk_bad(struct bpf_sock_addr *ctx) { return *(int *)(long)ctx->user_ip4; }\n'

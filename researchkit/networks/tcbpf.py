@@ -136,7 +136,7 @@ COUNTERS = ('packets', 'bytes', 'dropped', 'passed')   # slots of each program's
 GRE_OVERHEAD = 14 + 20 + 4                            # inner Ethernet + outer IPv4 + GRE: MTU cost of the tunnel
 
 # %% ../../nbs/21_tcbpf.ipynb #c007
-from ..policy.bpfprog import CLANG_FLAGS, compile_bpf as _compile_bpf   # the shared cache scheme (same key as before)
+from ..testbed.tools import CLANG_FLAGS, compile_bpf as _compile_bpf   # the one clang cache (same key as before)
 
 def compile_bpf(name:str, # 'vlan' or 'gre' (a key of `SOURCES`)
                ) -> pathlib.Path:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import ctypes, ctypes.util, errno, hashlib, json, os, re, subprocess, threading, time, pathlib, logging, contextlib
 from ..core import ResearchkitError, ConfigError, NotMeasurable, cache_dir
 from ..teardown import Teardown
+from ..testbed.tools import compile_bpf
 
 log = logging.getLogger('researchkit.policy')
 
 # %% auto #0
-__all__ = ['log', 'CLANG_FLAGS', 'NATIVE_FLAGS', 'PERCPU_TYPES', 'PERF_TYPE_TRACEPOINT', 'PERF_FLAG_FD_CLOEXEC',
-           'NR_PERF_EVENT_OPEN', 'errname', 'BpfError', 'libbpf', 'libbpf_version', 'possible_cpus', 'compile_bpf',
-           'compile_native', 'tracepoint_id', 'BpfMap', 'perf_event_open_tracepoint', 'Link', 'BpfObject', 'bpf_ids',
-           'bpf_leftovers', 'stray_programs', 'try_load']
+__all__ = ['log', 'PERCPU_TYPES', 'PERF_TYPE_TRACEPOINT', 'PERF_FLAG_FD_CLOEXEC', 'NR_PERF_EVENT_OPEN', 'errname', 'BpfError',
+           'libbpf', 'libbpf_version', 'possible_cpus', 'tracepoint_id', 'BpfMap', 'perf_event_open_tracepoint', 'Link',
+           'BpfObject', 'bpf_ids', 'bpf_leftovers', 'stray_programs', 'try_load']
 
 # %% ../../nbs/25_bpfprog.ipynb #c005
 def errname(e:int) -> str:
@@ -94,44 +94,6 @@ def libbpf_version() -> str:
 def possible_cpus() -> int:
     "Number of possible CPUs (the slot count of per-CPU map values)."
     return libbpf().libbpf_num_possible_cpus()
-
-# %% ../../nbs/25_bpfprog.ipynb #c010
-CLANG_FLAGS = ['-O2', '-g', '-target', 'bpf', '-I/usr/include/x86_64-linux-gnu', '-I/usr/include']
-NATIVE_FLAGS = ['-O2', '-static', '-Wall']
-
-def _compile(name:str, src:str, flags:list, *, kind:str, suffix:str, what:str, extra:tuple=()) -> pathlib.Path:
-    if not re.fullmatch(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,63}', name): raise ConfigError('name', f"{name!r}: letters, digits, '_', '.', '-'")
-    h = hashlib.sha256((src + ' '.join(flags)).encode()).hexdigest()[:16]
-    d = cache_dir(kind); out = d/f'{name}-{h}{suffix}'
-    if out.exists(): return out
-    tag = f'{os.getpid()}-{threading.get_ident()}'   # source and object of this compile only: another one of the same hash writes its own
-    c = d/f'{name}-{h}.{tag}.c'; c.write_text(src)
-    tmp = out.with_name(out.name + f'.{tag}.tmp')
-    try: r = subprocess.run(['clang', *flags, *extra, str(c), '-o', str(tmp)], capture_output=True, text=True, timeout=120)
-    except FileNotFoundError as e: raise NotMeasurable(what, f'clang not found: {e}') from None
-    finally: c.unlink(missing_ok=True)
-    if r.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise NotMeasurable(what, f'clang failed: {r.stderr.strip()[-800:]}')
-    tmp.replace(out)
-    return out
-
-def compile_bpf(name:str,          # file name stem in the cache, e.g. 'policy'
-                src:str,           # the C source
-                flags:list=CLANG_FLAGS, # clang flags (part of the cache key)
-                *, what:str|None=None,  # what to name in `NotMeasurable` (default: `BPF <name>`)
-               ) -> pathlib.Path:
-    "Compile a BPF C source once per (source, flags) hash into `cache_dir('bpf')`; returns the object file."
-    return _compile(name, src, list(flags), kind='bpf', suffix='.o', what=what or f'BPF {name}', extra=('-c',))
-
-def compile_native(name:str,       # file name stem of the binary in `cache_dir('bin')`
-                   src:str,        # the C source
-                   flags:list=NATIVE_FLAGS, # clang flags (part of the cache key)
-                  ) -> pathlib.Path:
-    "Compile a small native helper program (static by default) once per hash into `cache_dir('bin')`; returns the binary."
-    p = _compile(name, src, flags, kind='bin', suffix='', what=f'helper {name}')
-    p.chmod(0o755)
-    return p
 
 # %% ../../nbs/25_bpfprog.ipynb #c013
 _TP_IDS: dict[tuple[str, str], int] = {}

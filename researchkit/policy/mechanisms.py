@@ -12,7 +12,8 @@ from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id,
 from ..teardown import Teardown
 from ..testbed.nodes import Node
 from ..runtimes.container import Container, Mount, CGROUP_PARENT
-from .bpfprog import (BpfObject, BpfError, compile_bpf, compile_native, try_load, errname)
+from .bpfprog import BpfObject, BpfError, try_load, errname
+from ..testbed.tools import compile_bpf, compile_native
 from .rules import (Rules, MAX_RULES, ipv4_key, ipv6_key, path_key, inode_keys, keys, host_path,
                                       landlock_allowlist, container_listdir, LL_FILE_RIGHTS)
 

@@ -7,7 +7,7 @@ Docs: https://researchkit.github.io/researchkit/kube_cluster.html.md"""
 # %% ../../nbs/18c_kube_cluster.ipynb #c003
 from __future__ import annotations
 import base64, hashlib, io, ipaddress, json, os, pathlib, re, secrets, shlex, shutil, socket, subprocess, tarfile, tempfile, time
-from ..core import ConfigError, NotMeasurable, current_run_id
+from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode
 from .docker_engine import install_debs, host_state, state_diff
@@ -16,7 +16,8 @@ from .docker_engine import install_debs, host_state, state_diff
 __all__ = ['KUBE_VERSION', 'KUBE_TOOLS', 'CLUSTER_PACKAGES', 'CNI_BIN', 'KUBE_SYSCTLS', 'KUBE_PATHS', 'KUBE_LINKS',
            'KUBE_CGROUPS', 'KUBE_CHAINS', 'KUBE_NETNS', 'KUBE_NETS', 'KUBE_COMMS', 'PAUSE_IMAGE', 'BUSYBOX_IMAGE',
            'GVISOR_SHIM', 'MULTUS', 'kube_host_state', 'install_cluster_packages', 'build_kube_tools',
-           'cluster_unavailable', 'deb_entries', 'image_archive', 'pause_image', 'busybox_image', 'KubeCluster']
+           'cluster_unavailable', 'deb_entries', 'image_archive', 'pause_image', 'busybox_image', 'KubeAccessError',
+           'KubeCluster']
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c005
 KUBE_VERSION = 'v1.31.4'
@@ -195,6 +196,13 @@ for n in $(ls /run/netns 2>/dev/null); do case " {' '.join(netns_before)} " in *
 {''.join(f"echo {q(v)} > /proc/sys/{k} 2>/dev/null; " for k, v in (s.split('=', 1) for s in sysctls))}
 rm -rf "$B" {' '.join(q(p) for p in absent)}; true"""
 
+class KubeAccessError(ResearchkitError):
+    "The API server refused the kubeconfig's credentials (401) or their permission (403): an error of access, which waiting does not cure."
+    def __init__(self, kubeconfig:str, user:str, what:str, status:int, reason:str):
+        self.kubeconfig, self.user, self.status = kubeconfig, user, status
+        super().__init__(f"the API server refused the kubeconfig user {user!r} ({kubeconfig}) {what}: {status} {reason}"
+                         + (": its credentials are not accepted" if status == 401 else ": it lacks the permission"))
+
 class KubeCluster:
     "A single-node Kubernetes cluster for one run; `kubeconfig` points clients at it. Use as a context manager."
     def __init__(self, *,
@@ -218,6 +226,7 @@ class KubeCluster:
         self.images = {}         # image name -> reference, of the images imported into the cluster
         self.node = LocalNode()
         self.kubeconfig = f"{self.base}/kubeconfig"
+        self._api, self.user = None, 'admin'   # the official client (`api`), made from the kubeconfig; the kubeconfig's user
         self.sock = f"{self.base}/containerd.sock"
 
     def footprint(self) -> dict:
@@ -298,7 +307,9 @@ class KubeCluster:
                     '--root-dir', f"{B}/kubelet", '--hostname-override', self.node_name, '--node-ip', self.node_ip, '--v=1'])
         self._wait(f"node {self.node_name}", self._node_ready, self.start_timeout)
         self._runtime_classes()
-        self._wait('the default service account', lambda: self._get('/api/v1/namespaces/default/serviceaccounts/default') is not None, 60)
+        from kubernetes.client import CoreV1Api
+        sa = lambda a: CoreV1Api(a).read_namespaced_service_account('default', 'default', _request_timeout=10)
+        self._wait('the default service account', lambda: self._ask(sa, 'reading the default service account') is not None, 60)
         if self.multus: self._nad_crd()
         return self
 
@@ -397,9 +408,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                         'versions': [{'name': 'v1', 'served': True, 'storage': True, 'schema': {'openAPIV3Schema': {
                             'type': 'object', 'properties': {'apiVersion': {'type': 'string'}, 'kind': {'type': 'string'}, 'metadata': {'type': 'object'},
                                                              'spec': {'type': 'object', 'properties': {'config': {'type': 'string'}}}}}}}]}}
-        self._post('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)
+        from kubernetes.client import ApiextensionsV1Api
+        name = crd['metadata']['name']
+        self._create(lambda a: ApiextensionsV1Api(a).create_custom_resource_definition(crd, _request_timeout=20), f"creating CRD {name}")
+        read = lambda a: ApiextensionsV1Api(a).read_custom_resource_definition(name, _request_timeout=10)
         established = lambda: any(c['type'] == 'Established' and c['status'] == 'True' for c in
-                                  ((self._get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/network-attachment-definitions.k8s.cni.cncf.io') or {}).get('status') or {}).get('conditions', []))
+                                  ((self._ask(read, f"reading CRD {name}") or {}).get('status') or {}).get('conditions') or [])
         self._wait('the NetworkAttachmentDefinition CRD', established, 30)
 
     def _runsc_shim(self) -> str|None:
@@ -456,32 +470,49 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
         self.ctr('images', 'import', '--platform', 'linux/amd64', str(archive), timeout=600)
         return tag
 
-    def _get(self, path:str) -> dict|None:
-        import urllib.request, ssl
-        ctx = ssl.create_default_context(cafile=f"{self.base}/pki/ca.crt")
-        req = urllib.request.Request(self.server + path, headers={'Authorization': f"Bearer {self.token}"})
-        try:
-            with urllib.request.urlopen(req, context=ctx, timeout=10) as r: return json.load(r)
-        except Exception: return None
+    def api(self):
+        "The official Kubernetes client (`kubernetes.client.ApiClient`) configured from this cluster's kubeconfig, as any user of the cluster would reach it."
+        if self._api is None:
+            from kubernetes import config
+            self._api = config.new_client_from_config(config_file=self.kubeconfig)
+        return self._api
 
-    def _post(self, path:str, obj:dict):
-        "Create `obj` at `path` (raises on any refusal)."
-        import urllib.request, ssl
-        req = urllib.request.Request(self.server + path, data=json.dumps(obj).encode(), method='POST',
-                                     headers={'Authorization': f"Bearer {self.token}", 'Content-Type': 'application/json'})
-        with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=f"{self.base}/pki/ca.crt"), timeout=20): pass
+    def _ask(self, call, what:str):
+        "`call(api)`'s answer as plain JSON data; None while the API server does not answer it yet (not listening, not ready, not there yet); a refusal of the credentials (401) or of the permission (403) raises `KubeAccessError` naming the kubeconfig's user, never taken for 'not ready'."
+        from kubernetes.client import ApiException
+        from urllib3.exceptions import HTTPError
+        api = self.api()
+        try: got = call(api)
+        except ApiException as e:
+            if e.status in (401, 403): raise KubeAccessError(self.kubeconfig, self.user, what, e.status, e.reason) from None
+            return None
+        except (HTTPError, OSError): return None
+        return api.sanitize_for_serialization(got)
 
-    def _api_ok(self) -> bool: return self._get('/readyz') is not None or self._get('/version') is not None
+    def _create(self, call, what:str):
+        "Create something through the client (`call(api)`); raises on any refusal, a 401/403 as `KubeAccessError`."
+        from kubernetes.client import ApiException
+        try: return call(self.api())
+        except ApiException as e:
+            if e.status in (401, 403): raise KubeAccessError(self.kubeconfig, self.user, what, e.status, e.reason) from None
+            raise ResearchkitError(f"{what}: the API server answered {e.status} {e.reason}: {(e.body or '')[:300]}") from None
+
+    def _api_ok(self) -> bool:
+        from kubernetes.client import VersionApi
+        return self._ask(lambda a: VersionApi(a).get_code(_request_timeout=10), 'reading the version') is not None
 
     def _node_ready(self) -> bool:
-        n = self._get(f"/api/v1/nodes/{self.node_name}")
-        return bool(n) and any(c['type'] == 'Ready' and c['status'] == 'True' for c in n['status'].get('conditions', []))
+        from kubernetes.client import CoreV1Api
+        n = self._ask(lambda a: CoreV1Api(a).read_node(self.node_name, _request_timeout=10), f"reading node {self.node_name}")
+        return bool(n) and any(c['type'] == 'Ready' and c['status'] == 'True' for c in (n.get('status') or {}).get('conditions') or [])
 
     def _runtime_classes(self):
         "RuntimeClass `gvisor` (handler runsc) when its shim is configured; `runtime_classes` maps researchkit runtimes to classes."
         self.runtime_classes = {'runc': None}
         if not os.path.exists(f"{self.base}/runsc.toml"): return
-        self._post('/apis/node.k8s.io/v1/runtimeclasses', {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'metadata': {'name': 'gvisor'}, 'handler': 'runsc'})
+        from kubernetes.client import NodeV1Api
+        body = {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'metadata': {'name': 'gvisor'}, 'handler': 'runsc'}
+        self._create(lambda a: NodeV1Api(a).create_runtime_class(body, _request_timeout=20), 'creating RuntimeClass gvisor')
         self.runtime_classes['runsc'] = 'gvisor'
 
     def networks(self) -> dict:
@@ -510,7 +541,8 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
 
     def version(self) -> dict:
         "Versions for provenance: Kubernetes (the apiserver's), containerd, etcd, runsc handler."
-        v = self._get('/version') or {}
+        from kubernetes.client import VersionApi
+        v = self._ask(lambda a: VersionApi(a).get_code(_request_timeout=10), 'reading the version') or {}
         m = re.search(r'Version:\s*(\S+)', self.ctr('version', check=False).stdout.split('Server:')[-1])
         e = re.search(r'etcd Version:\s*(\S+)', self.node.run('etcd --version', check=False).stdout)
         return {'kubernetes': v.get('gitVersion'), 'containerd': m and m[1], 'etcd': e and e[1],
@@ -523,6 +555,7 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
 
     def stop(self):
         "Stop everything, undo what the cluster did to the host; `left` then holds any difference from its footprint before `start`."
+        if self._api is not None: self._api.close(); self._api = None
         if self._td is not None and self._own_td: self._td.close()
         elif self.procs: self._teardown()
         if self.before is not None:

@@ -11,15 +11,21 @@ import polars as pl
 from ..core import ConfigError
 
 # %% auto #0
-__all__ = ['planned_work', 'recorded_costs', 'estimate_wall', 'not_measurable_here', 'plan_study', 'format_plan']
+__all__ = ['LENGTH_KEYS', 'planned_work', 'planned_load', 'recorded_costs', 'estimate_wall', 'not_measurable_here', 'plan_study',
+           'format_plan']
 
 # %% ../../nbs/59c_planning.ipynb #c005
 def planned_work(study, P:dict) -> dict[str, int]:
     "Experiment -> points of the plan for parameters `P` (each measured `repetitions` times before any adaptive round)."
     return {e: len(pts) for e, pts in study.plan(P).items() if pts}
 
-def _point_reps(study, P:dict) -> int:
-    return sum(planned_work(study, P).values()) * int(P.get('repetitions') or 1)
+LENGTH_KEYS = ('seconds', 'duration', 'warmup_s')   # a point's own load length (s), where its parameters say it
+
+def planned_load(study, P:dict) -> tuple[int, float]:
+    "(point-repetitions, seconds of load they hold): every point of the plan × `repetitions` (the upper side: a study may measure some points fewer times), and the sum of their `LENGTH_KEYS`."
+    reps = int(P.get('repetitions') or 1)
+    pts = [p for ps in study.plan(P).values() for p in ps]
+    return len(pts) * reps, reps * sum(float(v) for p in pts for k, v in p.items() if k in LENGTH_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool))
 
 def _complete(study, roots, testbed:str):
     "(store, campaign row) of every complete campaign of `study` on `testbed` in the record directories `roots`, oldest first."
@@ -57,7 +63,7 @@ def recorded_costs(study, roots, testbed:str) -> pl.DataFrame:
 
 # %% ../../nbs/59c_planning.ipynb #c011
 def estimate_wall(study, P:dict, profile:str, costs:pl.DataFrame) -> dict:
-    "The wall time to expect for `P`: the recorded campaigns of the same profile as run (median, range), else the latest recorded campaign scaled by planned point-repetitions; {} when nothing is recorded."
+    "The wall time to expect for `P`: the recorded campaigns of the same profile as run (median, range), else from the latest recorded campaign: what it spent per point-repetition besides its points' load, times the planned point-repetitions, plus the planned load (`planned_load`); {} when nothing is recorded."
     from researchkit.studies.catalog import load_params
     from researchkit.studies.campaign import custom_fields
     if costs.is_empty(): return {}
@@ -71,8 +77,10 @@ def estimate_wall(study, P:dict, profile:str, costs:pl.DataFrame) -> dict:
     base = ref['profile'].split('+')[0]
     try: P_ref = load_params(study.name, base, overrides=json.loads(ref['custom']) or None)
     except ConfigError: return {}
-    k = _point_reps(study, P) / max(1, _point_reps(study, P_ref))
-    return {'how': 'scaled', 'wall_s': ref['wall_s'] * k, 'factor': k, 'campaigns': [ref['campaign']], 'ref_profile': ref['profile'], 'ref_wall_s': ref['wall_s']}
+    (n1, l1), (n0, l0) = planned_load(study, P), planned_load(study, P_ref)
+    per = max(0.0, ref['wall_s'] - l0) / max(1, n0)   # s per point-repetition besides its load: set-up, the harness, start and drain
+    return {'how': 'scaled', 'wall_s': per * n1 + l1, 'per_point_s': per, 'point_reps': n1, 'load_s': l1, 'campaigns': [ref['campaign']],
+            'ref_profile': ref['profile'], 'ref_wall_s': ref['wall_s']}
 
 # %% ../../nbs/59c_planning.ipynb #c014
 def not_measurable_here(study, roots, testbed:str, profile:str) -> tuple[str|None, list[tuple[str, str]]]:
@@ -118,8 +126,9 @@ def format_plan(p:dict) -> str:
     elif e['how'] == 'recorded':
         out.append(f"estimated wall time: {m(e['wall_s'])} (median of {e['n']} recorded {p['profile']} campaign(s) on this testbed: {m(e['low_s'])}–{m(e['high_s'])})")
     else:
-        out.append(f"estimated wall time: ~{m(e['wall_s'])} (campaign {e['campaigns'][0]}, {e['ref_profile']}, took {m(e['ref_wall_s'])}, scaled by "
-                   f"planned point-repetitions ×{e['factor']:.2f}: rough, a point's own length is not in the scaling)")
+        out.append(f"estimated wall time: ~{m(e['wall_s'])} ({e['point_reps']} point-repetitions × {e['per_point_s']:.1f} s each besides their load, "
+                   f"as campaign {e['campaigns'][0]} ({e['ref_profile']}, {m(e['ref_wall_s'])}) spent, + {m(e['load_s'])} of load; the upper side "
+                   f"where a study measures some points fewer times; rough)")
     if p['budget_min'] and p['max_repetitions'] and e:
         out.append(f"  adaptive rounds may run until about {p['budget_min']} min" if e['wall_s'] < p['budget_min'] * 60 else
                    f"  no room for adaptive rounds: the base plan alone is over budget_min ({p['budget_min']} min)")

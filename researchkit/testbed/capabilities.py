@@ -11,10 +11,11 @@ from dataclasses import dataclass, asdict
 from ..core import ResearchkitError, NotMeasurable, current_run_id, cache_dir
 from ..teardown import Teardown
 from .nodes import Node, Result
+from .tools import compile_bpf
 
 # %% auto #0
 __all__ = ['AREAS', 'LINK_TRIES', 'QDISC_TRIES', 'TC_BPF_SRC', 'BPF_PROG_TYPES', 'TOOLS', 'TOOL_DIRS', 'Cap', 'Capabilities',
-           'probe_cpu', 'probe_virt', 'bpf_object', 'probe_network', 'probe_bpf', 'probe_tools', 'probe']
+           'probe_cpu', 'probe_virt', 'probe_network', 'probe_bpf', 'probe_tools', 'probe']
 
 # %% ../../nbs/13_capabilities.ipynb #c005
 AREAS = ('cpu', 'virt', 'network', 'bpf', 'tools')   # what `probe` measures; layers above add rows of their own (e.g. runtimes)
@@ -131,20 +132,6 @@ QDISC_TRIES = [  # item, arguments of `tc qdisc replace dev DEV root`
 TC_BPF_SRC = ('__attribute__((section("tc"), used)) int rk_pass(void *skb) { return 0; }\n'
               'char _license[] __attribute__((section("license"), used)) = "GPL";\n')
 
-def bpf_object(src:str, name:str) -> pathlib.Path:
-    "Compile a BPF C program (on this machine, `clang -O2 -target bpf`), cached under cache_dir('bpf') by content."
-    h = hashlib.sha256(src.encode()).hexdigest()[:12]
-    obj = cache_dir('bpf') / f"{name}-{h}.o"
-    if obj.exists(): return obj
-    c = obj.with_suffix(f'.{os.getpid()}.c'); c.write_text(src)
-    try:
-        r = subprocess.run(['clang', '-O2', '-target', 'bpf', '-c', str(c), '-o', str(obj) + '.tmp'], capture_output=True, text=True)
-    except FileNotFoundError: raise NotMeasurable('BPF programs', 'clang not found on this machine: cannot build the test program') from None
-    finally: c.unlink(missing_ok=True)
-    if r.returncode: raise NotMeasurable('BPF programs', f"clang -O2 -target bpf failed: {' '.join(r.stderr.split())[:300]}")
-    os.replace(str(obj) + '.tmp', obj)
-    return obj
-
 def _in(ns:str, cmd:str) -> str: return f"ip netns exec {shlex.quote(ns)} sh -c {shlex.quote(cmd)}"
 
 def _try(node:Node, ns:str, cmd:str) -> tuple[bool, str]:
@@ -174,7 +161,7 @@ def _probe_qdiscs(node, ns, dev) -> list[Cap]:
 
 def _probe_tc_bpf(node, ns, dev) -> Cap:
     "Attach a trivial direct-action cls_bpf program (compiled here, copied to the node) to `dev`'s ingress."
-    try: obj = bpf_object(TC_BPF_SRC, 'rk-probe-tc')
+    try: obj = compile_bpf('rk-probe-tc', TC_BPF_SRC, ['-O2', '-target', 'bpf'], what='BPF programs')
     except NotMeasurable as e: return Cap('network', 'tc-bpf', False, e.reason)
     remote = f"/tmp/{ns}-tc.o"
     node.put(obj, remote)

@@ -83,6 +83,10 @@ class Kube:
         self.owns_namespace = self.spec['namespace'] is None
         self._ns_made = False   # the run's own namespace exists (made by `ensure_namespace`, gone with its teardown)
         self._checked = None
+        try:   # the kubeconfig's user of the context in use: an auth or permission refusal names it
+            ctxs, active = k.config.list_kube_config_contexts(config_file=str(self.path))
+            self.user = (next((c for c in ctxs if c['name'] == self.spec['context']), active) if self.spec['context'] else active)['context'].get('user')
+        except Exception: self.user = None
 
     def _exec_api(self):
         "A CoreV1Api on its own ApiClient: `stream` patches the client it is given, which then serves nothing else."
@@ -95,12 +99,12 @@ class Kube:
         k = _client()
         try: version = k.client.VersionApi(self.api).get_code(_request_timeout=15)
         except k.client.ApiException as e:
-            raise ConfigError('kubernetes.kubeconfig', f"{self.server} refused the credentials of {self.path}: {e.status} {e.reason}") from None
+            raise ConfigError('kubernetes.kubeconfig', f"{self.server} refused the credentials of user {self.user!r} in {self.path}: {e.status} {e.reason}") from None
         except Exception as e:
             raise ConfigError('kubernetes.kubeconfig', f"cannot reach {self.server} ({self.path}): {type(e).__name__}: {str(e)[:300]}") from None
         try: self.core.list_namespaced_pod(self.namespace if not self.owns_namespace else 'default', limit=1, _request_timeout=15)
         except k.client.ApiException as e:
-            if e.status in (401, 403): raise ConfigError('kubernetes.kubeconfig', f"{self.server}: {e.status} {e.reason} listing pods") from None
+            if e.status in (401, 403): raise ConfigError('kubernetes.kubeconfig', f"{self.server} refused user {self.user!r} of {self.path} listing pods: {e.status} {e.reason}") from None
         classes = {c.metadata.name: c.handler for c in k.client.NodeV1Api(self.api).list_runtime_class(_request_timeout=15).items}
         for rt, cls in self.spec['runtime_classes'].items():
             if cls is not None and cls not in classes:

@@ -6,14 +6,15 @@ Docs: https://researchkit.github.io/researchkit/tools.html.md"""
 
 # %% ../../nbs/14_tools.ipynb #c003
 from __future__ import annotations
-import hashlib, os, pathlib, platform, re, shlex
+import hashlib, os, pathlib, platform, re, shlex, subprocess, threading
 from dataclasses import dataclass, field
-from ..core import ConfigError, NotMeasurable, project_root
+from ..core import ConfigError, NotMeasurable, project_root, cache_dir
 from .nodes import Node, LocalNode
 
 # %% auto #0
-__all__ = ['OPTIONS', 'FABRIC_MODULE', 'INSTALL_HINT', 'FABRIC_CONFIG_FILES', 'FABRIC_TOOLS', 'source_hash', 'GoTool', 'go_tools',
-           'tool_path', 'go_tool', 'fabric_config_dir', 'fabric_config', 'build_info', 'tool_rows']
+__all__ = ['OPTIONS', 'FABRIC_MODULE', 'INSTALL_HINT', 'FABRIC_CONFIG_FILES', 'FABRIC_TOOLS', 'CLANG_FLAGS', 'NATIVE_FLAGS',
+           'source_hash', 'GoTool', 'go_tools', 'tool_path', 'go_tool', 'fabric_config_dir', 'fabric_config',
+           'build_info', 'tool_rows', 'compile_bpf', 'compile_native']
 
 # %% ../../nbs/14_tools.ipynb #c005
 OPTIONS = {'cgo': 'cgo', 'fabric-ldflags': 'fabric-ldflags=LABEL',   # 5th-column options: name -> its form (`=` takes a value)
@@ -251,3 +252,41 @@ def tool_rows(node:Node|None=None,                             # where (default:
     "(name, built and pinned, what it was built from or what to run) per tool, from `build_info`: the doctor's rows."
     pins, infos = go_tools(), build_info(names, node)
     return [_tool_row(pins[n], infos[n]) for n in names]
+
+# %% ../../nbs/14_tools.ipynb #c014
+CLANG_FLAGS = ['-O2', '-g', '-target', 'bpf', '-I/usr/include/x86_64-linux-gnu', '-I/usr/include']
+NATIVE_FLAGS = ['-O2', '-static', '-Wall']
+
+def _compile(name:str, src:str, flags:list, *, kind:str, suffix:str, what:str, extra:tuple=()) -> pathlib.Path:
+    if not re.fullmatch(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,63}', name): raise ConfigError('name', f"{name!r}: letters, digits, '_', '.', '-'")
+    h = hashlib.sha256((src + ' '.join(flags)).encode()).hexdigest()[:16]
+    d = cache_dir(kind); out = d/f'{name}-{h}{suffix}'
+    if out.exists(): return out
+    tag = f'{os.getpid()}-{threading.get_ident()}'   # source and object of this compile only: another one of the same hash writes its own
+    c = d/f'{name}-{h}.{tag}.c'; c.write_text(src)
+    tmp = out.with_name(out.name + f'.{tag}.tmp')
+    try: r = subprocess.run(['clang', *flags, *extra, str(c), '-o', str(tmp)], capture_output=True, text=True, timeout=120)
+    except FileNotFoundError as e: raise NotMeasurable(what, f'clang not found: {e}') from None
+    finally: c.unlink(missing_ok=True)
+    if r.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise NotMeasurable(what, f'clang failed: {r.stderr.strip()[-800:]}')
+    tmp.replace(out)
+    return out
+
+def compile_bpf(name:str,          # file name stem in the cache, e.g. 'policy'
+                src:str,           # the C source
+                flags:list=CLANG_FLAGS, # clang flags (part of the cache key)
+                *, what:str|None=None,  # what to name in `NotMeasurable` (default: `BPF <name>`)
+               ) -> pathlib.Path:
+    "Compile a BPF C source once per (source, flags) hash into `cache_dir('bpf')`; returns the object file."
+    return _compile(name, src, list(flags), kind='bpf', suffix='.o', what=what or f'BPF {name}', extra=('-c',))
+
+def compile_native(name:str,       # file name stem of the binary in `cache_dir('bin')`
+                   src:str,        # the C source
+                   flags:list=NATIVE_FLAGS, # clang flags (part of the cache key)
+                  ) -> pathlib.Path:
+    "Compile a small native helper program (static by default) once per hash into `cache_dir('bin')`; returns the binary."
+    p = _compile(name, src, flags, kind='bin', suffix='', what=f'helper {name}')
+    p.chmod(0o755)
+    return p
