@@ -146,8 +146,8 @@ class Campaign:
             self._caps = probe(self.node)
         return self._caps
 
-    def provenance(self, tools:dict|None=None):
-        "The live provenance of this campaign's records (`results.records.live_provenance`); `tools` adds tool versions (e.g. of an image built by the method)."
+    def live_provenance(self, tools:dict|None=None):
+        "The live provenance of this campaign's records (`results.records.live_provenance`: called, the dict a record carries now; `.host`, its host facts), as `sweep` takes it; `tools` adds tool versions (e.g. of an image built by the method)."
         if self._tools is None: self._tools = dict(self.study.tools(self.node))   # asked once: it may try every runtime
         if tools and any(self._tools.get(k) != v for k, v in tools.items()): self._tools.update(tools); self._prov = None
         if self._prov is None:
@@ -161,12 +161,16 @@ class Campaign:
                                   file=sys.stderr)
         return self._prov
 
+    def provenance(self, tools:dict|None=None) -> dict:
+        "The provenance a record made now carries (`live_provenance(tools)()`)."
+        return self.live_provenance(tools)()
+
     def host_changes(self) -> list[str]:
         "How the host measuring now differs from the one that last measured this campaign in an earlier run (`results.records.host_changes`: `fact: old → new`); [] for a new campaign or the same host. A resumed campaign prints them as a warning when it first takes its provenance."
         earlier = self.store.campaign_records(self.study.name, self.id, expand=False) if self.id is not None else None
         if earlier is None or earlier.is_empty(): return []
         hosts = recorded_hosts(earlier.filter(pl.col('run_id') != self.run_id))
-        return host_changes(hosts[-1], self.provenance().host) if hosts else []
+        return host_changes(hosts[-1], self.live_provenance().host) if hosts else []
 
     def _need_measuring(self, what:str):
         if not self.measuring: raise ResearchkitError(f"{what}: this campaign only reads records (measure=False)")
@@ -196,7 +200,7 @@ class Campaign:
                 k = (experiment, point_key(self.study.name, experiment, pt))
                 self._point_secs[k] = max(self._point_secs.get(k, 0.0), time.perf_counter() - t)
         s = sweep(self.store, study=self.study.name, experiment=experiment, points=points,
-                  repetitions=repetitions or self.P['repetitions'], measure=timed, prov=self.provenance(tools),
+                  repetitions=repetitions or self.P['repetitions'], measure=timed, prov=self.live_provenance(tools),
                   testbed=self.testbed.name, campaign=self.id, progress=self.progress, shuffle=shuffle, pair=pair)
         self.summaries.append(s); print(s)
         # a method may sweep an experiment in parts (runtimes-web interleaves its curves with the closed loop): adaptive rounds
@@ -217,7 +221,7 @@ class Campaign:
               ) -> int:
         "Record one measurement made outside a sweep (or, with `reason`, that it is not measurable here)."
         self._need_measuring('record')
-        prov = self.provenance(tools)()
+        prov = self.provenance(tools)
         if metrics is None: rows = not_measurable(self.study.name, experiment, point, reason or '', prov, repetition=repetition)
         else:
             rows = records(self.study.name, experiment, point, repetition, metrics, prov)
@@ -229,7 +233,7 @@ class Campaign:
                     ) -> int:
         "Record many measurements made together (a series sampled during a point: one row each) with one provenance; the rows written."
         self._need_measuring('record_batch')
-        prov = self.provenance()()
+        prov = self.provenance()
         rows = [r for pt, rep, metrics in items for r in records(self.study.name, experiment, pt, rep, metrics, prov)]
         return self.store.append(rows) if rows else 0
 
@@ -253,13 +257,13 @@ class Campaign:
                 try: self.store.append(self._run_rows(end - t0 - setup, setup))
                 except Exception as e:   # never let the bookkeeping hide why the method failed
                     print(f"researchkit: the wall time of this run was not recorded: {type(e).__name__}: {e}", file=sys.stderr)
-        self.store.append(campaign_complete(self.study.name, self.provenance()()))  # the next run starts a new campaign
+        self.store.append(campaign_complete(self.study.name, self.provenance()))  # the next run starts a new campaign
         return self.summaries
 
     def _run_rows(self, wall:float, setup:float) -> list[dict]:
         "This process's rows of the campaign: its measuring wall time and setup, and (a custom run) the parameters it set otherwise than its profile, as JSON in the note."
         extra = {'custom_fields': (float(len(self.custom)), 'parameters set otherwise than the profile file (their values: the note)')} if self.custom else {}
-        rows = records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (wall, 's'), 'setup_s': (setup, 's'), **extra}, self.provenance()())
+        rows = records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (wall, 's'), 'setup_s': (setup, 's'), **extra}, self.provenance())
         for r in rows:
             if r['metric'] == 'custom_fields': r['note'] = json.dumps(self.custom, sort_keys=True, default=str)
         return rows

@@ -27,17 +27,6 @@ def planned_load(study, P:dict) -> tuple[int, float]:
     pts = [p for ps in study.plan(P).values() for p in ps]
     return len(pts) * reps, reps * sum(float(v) for p in pts for k, v in p.items() if k in LENGTH_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool))
 
-def _complete(study, roots, testbed:str):
-    "(store, campaign row) of every complete campaign of `study` on `testbed` in the record directories `roots`, oldest first."
-    from researchkit.results.store import ResultStore
-    out = []
-    for root in dict.fromkeys(map(str, roots)):
-        st = ResultStore(root)
-        cs = st.campaigns(study.name)
-        cs = cs.filter((pl.col('testbed') == testbed) & pl.col('complete')) if cs.height else cs
-        out += [(st, c) for c in cs.iter_rows(named=True)]
-    return sorted(out, key=lambda x: x[1]['last'])
-
 # %% ../../nbs/59c_planning.ipynb #c008
 def _complete(study, roots, testbed:str):
     "(store, campaign row) of every complete campaign of `study` on `testbed` in the record directories `roots`, oldest first."
