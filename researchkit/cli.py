@@ -6,13 +6,13 @@ Docs: https://researchkit.github.io/researchkit/cli.html.md"""
 
 # %% ../nbs/90_cli.ipynb #c003
 from __future__ import annotations
-import argparse, os, sys, time, json, signal, subprocess, pathlib, datetime, yaml
+import argparse, os, re, sys, time, json, signal, subprocess, threading, pathlib, datetime, yaml
 from .core import ConfigError, ResearchkitError, new_run_id, project_root
 from .teardown import reap
 
 # %% auto #0
-__all__ = ['descendants', 'kernels_of', 'run_study', 'parser', 'claims_table', 'export_records', 'fail_on', 'claims_text',
-           'prepare_studies', 'main']
+__all__ = ['TERMINAL_NOISE', 'descendants', 'kernels_of', 'follow', 'run_summary', 'run_study', 'parser', 'claims_table',
+           'export_records', 'fail_on', 'claims_text', 'prepare_studies', 'main']
 
 # %% ../nbs/90_cli.ipynb #c005
 def _ppid(pid:int) -> int|None:
@@ -46,6 +46,41 @@ def _die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 # %% ../nbs/90_cli.ipynb #c009
+# What a terminal shows of a run: the notebook's own lines (its sweeps, adaptive rounds, warnings), not papermill's bookkeeping,
+# the kernel's transport warning, tables printed for the notebook or display objects' reprs: those stay in the run's log file
+TERMINAL_NOISE = re.compile(r"^(Executing Cell|Ending Cell|Input Notebook:|Output Notebook:|Working directory:|Executing notebook with kernel|"
+                            r"Black is not installed|\[IPKernelApp\]|<IPython\.core\.display\.|shape: \(|[│┌└╞├╭╰─┆]|.*TqdmWarning: IProgress not found|"
+                            r"\s*from \.autonotebook import tqdm|\s*$)")
+
+def follow(path:pathlib.Path, stop:threading.Event, out=None, every:float=0.3):
+    "Print the lines of `path` that are not `TERMINAL_NOISE` as they are written, until `stop` is set (then the rest); on a terminal a progress bar's carriage-return updates are shown in place (elsewhere its last state, once its line ends)."
+    out = out or sys.stdout
+    pos, buf = 0, ''
+    while True:
+        done = stop.is_set()
+        try:
+            with open(path, encoding='utf-8', errors='replace') as f: f.seek(pos); chunk = f.read(); pos = f.tell()
+        except FileNotFoundError: chunk = ''
+        buf += chunk
+        *lines, buf = buf.split('\n')
+        for l in lines:
+            last = l.rsplit('\r', 1)[-1]
+            if not TERMINAL_NOISE.match(last): out.write(last + '\n')
+        if chunk and '\r' in buf and getattr(out, 'isatty', lambda: False)(): out.write('\r' + buf.rsplit('\r', 1)[-1][:200])   # a bar, in place
+        out.flush()
+        if done: return
+        stop.wait(every)
+
+def run_summary(study:str, recorded:str, rdir, fdir, *, out_nb, log, minutes:float) -> str:
+    "The line a finished run ends with: the campaign's verdicts counted, its wall time, and where the figures, the executed notebook and the log are."
+    rel = lambda p: os.path.relpath(p, project_root())
+    try:
+        t, cid, _ = claims_table(study, profile=recorded, results_dir=rdir)
+        counts = {s: int((t['status'] == s).sum()) for s in ('reproduced', 'refuted', 'inconclusive', 'not measurable')}
+        verdicts = f"campaign {cid}: " + ', '.join(f"{n} {s}" for s, n in counts.items())
+    except ResearchkitError as e: verdicts = f"no verdicts ({e})"
+    return f"{study}: {verdicts}; {minutes:.1f} min; figures {rel(fdir)}/; executed notebook {rel(out_nb)}; log {rel(log)}"
+
 def run_study(study:str,              # study name, e.g. 'cni-net'
               profile:str='quick',    # parameter profile (params/<study>/<profile>.yaml)
               *, testbed:str='local', # testbed inventory name or path
@@ -69,17 +104,22 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
     run_id = new_run_id()
     runs = root/'runs'; runs.mkdir(exist_ok=True)
     out = runs/f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{study}-{profile}-{run_id}.ipynb"
+    log = out.with_suffix('.log')   # everything papermill, the kernel and the notebook write; the terminal shows `follow`'s share
     cmd = [sys.executable, '-m', 'papermill', str(notebook_path(s)), str(out), '-y', yaml.safe_dump(P),
            '-p', 'profile', profile, '-p', 'testbed', str(testbed), '-p', 'results_dir', str(rdir),
            '-p', 'figures_dir', str(fdir), '-p', 'progress', str(progress), '-p', 'measure', 'True',
            '-p', 'new_campaign', str(new_campaign),
-           '--cwd', str(root), '-k', 'python3', '--log-output', '--no-progress-bar']
+           '--cwd', str(root), '-k', 'python3', '--stdout-file', '-', '--stderr-file', '-', '--no-progress-bar']
     env = {**os.environ, 'RESEARCHKIT_RUN_ID': run_id, 'PYTHONUNBUFFERED': '1'}
     rel = lambda p: os.path.relpath(p, root)
     print(f"run {run_id}: {study} --profile {profile} ({recorded}) --testbed {testbed} -> {rel(out)}; "
-          f"records {rel(rdir)}/, figures {rel(fdir)}/", file=sys.stderr)
-    p = subprocess.Popen(cmd, env=env, start_new_session=True,  # Ctrl-C reaches only us; we decide what the kernel gets
-                         preexec_fn=_die_with_parent)  # and a killed CLI does not leave papermill running
+          f"records {rel(rdir)}/, figures {rel(fdir)}/; log {rel(log)}", file=sys.stderr)
+    t0, stop = time.monotonic(), threading.Event()
+    with open(log, 'w') as lf:
+        p = subprocess.Popen(cmd, env=env, start_new_session=True,  # Ctrl-C reaches only us; we decide what the kernel gets
+                             stdout=lf, stderr=subprocess.STDOUT,
+                             preexec_fn=_die_with_parent)  # and a killed CLI does not leave papermill running
+    shown = threading.Thread(target=follow, args=(log, stop), daemon=True); shown.start()
     interrupted = []
     def on_signal(signum, frame):
         interrupted.append(time.monotonic())
@@ -102,9 +142,14 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
         for k in kernels_of(p.pid) if p.poll() is None else []:
             try: os.kill(k, signal.SIGKILL)
             except ProcessLookupError: pass
+        stop.set(); shown.join(10)
         for r in reap(run_id): print(f"torn down after the run: {r}", file=sys.stderr)
     if interrupted: print(f"run {run_id} interrupted; recorded points are kept, rerun to resume", file=sys.stderr); return 130
-    if rc != 0: print(f"run {run_id} failed (exit {rc}); see {out}", file=sys.stderr)
+    if rc != 0:
+        tail = log.read_text(errors='replace').splitlines()[-40:] if log.exists() else []
+        print('\n'.join(tail) + f"\nrun {run_id} failed (exit {rc}); see {out} and {log}", file=sys.stderr)
+        return rc
+    print(run_summary(study, recorded, rdir, fdir, out_nb=out, log=log, minutes=(time.monotonic() - t0) / 60))
     return rc
 
 # %% ../nbs/90_cli.ipynb #c011

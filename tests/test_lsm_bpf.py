@@ -1,5 +1,5 @@
 """researchkit.studies.lsm_bpf end to end: real BPF programs and Landlock on real runc containers, real fio, wrk and rk-trigger, through the CLI."""
-import subprocess, pathlib
+import re, subprocess, pathlib
 import polars as pl
 import pytest
 from researchkit.studies import lsm_bpf as lb
@@ -49,6 +49,15 @@ def test_smoke_run_end_to_end(tmp_path):
     r = cli('run', 'lsm-bpf', '--profile', 'smoke', '--results', str(tmp_path/'results'),
             '--figures', str(tmp_path/'figures'), '--no-progress', timeout=600)   # (it inherits this process's run id)
     assert r.returncode == 0, r.stderr[-4000:]
+    # a terminal a person can read: the notebook's own lines and a last line with the verdicts; papermill's and the kernel's in the log
+    lines = r.stdout.splitlines()
+    assert len(lines) < 60 and not any(l.startswith(('Executing Cell', 'Ending Cell', '[IPKernelApp]', '<IPython.core')) for l in lines), r.stdout[-3000:]
+    assert any(l.startswith('lsm-bpf/percall: ') for l in lines), r.stdout[-3000:]
+    m = re.fullmatch(r"lsm-bpf: campaign (rk[0-9a-f]{4}): (\d+) reproduced, (\d+) refuted, (\d+) inconclusive, (\d+) not measurable; \d+\.\d min; "
+                     r"figures \S+/; executed notebook (runs/\S+\.ipynb); log (runs/\S+\.log)", lines[-1])
+    assert m and sum(map(int, m.groups()[1:5])) == 6, lines[-1]
+    log = (ROOT/m[7]).read_text()
+    assert 'Executing notebook with kernel' in log and 'lsm-bpf/percall: ' in log and (ROOT/m[6]).exists()
     df = ResultStore(tmp_path/'results').load('lsm-bpf')
     proof = df.filter(pl.col('experiment') == 'enforcement')
     val = lambda m, metric: proof.filter((pl.col('mechanism') == m) & (pl.col('metric') == metric))['value'][0]
