@@ -36,6 +36,22 @@ def split(label, r, band):
         need = needed_n(sr, dist, 1, 0.95) if dist > 0 else None
     return label, r.n, sr, sa, sb, keep, est, str(band), need
 
+def knee_rows(df, before, f):
+    "runtimes-web's knee ratios (runsc/runc per endpoint), which claims 1-3 decide on: each repetition's ratio of interpolated knees, its spread, and the grid cells' resolution (what a knee is known to, whatever the spread)."
+    from researchkit.studies import runtimes_web as rw
+    def one(d, ep):
+        a, b = rw.RepCurves(d, 'runsc', ep), rw.RepCurves(d, 'runc', ep)
+        reps = sorted(set(a.reps) & set(b.reps))
+        logs = [math.log(a.knee([r]) / b.knee([r])) for r in reps]
+        (la, ua), (lb, ub) = a.cell(reps), b.cell(reps)
+        return len(reps), _sd(logs), math.exp(sum(logs) / len(logs)) if logs else None, (la / ub, ua / lb if lb else math.inf)
+    for ep in rw.ENDPOINTS:
+        try: n, sr, est, (lo, hi) = one(df, ep)
+        except Exception as e: print(f"| knee runsc/runc {ep} | — | no knees: {e} |"); continue
+        try: old = one(before, ep)[1] if before is not None else None
+        except Exception: old = None
+        print(f"| knee runsc/runc {ep} (interpolated; cells {lo:.2f}–{hi:.2f}) | {n} | {f(sr)} | {f(old)} | — | — | — | {f(est, 2)} | claims 1–3 | the cells, not the spread, bound it |")
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--study', action='append'); ap.add_argument('--results', default=str(ROOT / 'results'))
@@ -65,6 +81,7 @@ def main(argv=None):
             seen.add((label, str(band)))
             q, n, sr, sa, sb, keep, est, b, need = split(label, r, band)
             print(f"| {q} | {n} | {f(sr)} | {f(before.get((label, str(band))))} | {f(sa)} | {f(sb)} | {f(keep, 2)} | {f(est, 2)} | {b} | {need or '> 1000 or on the edge'} |")
+        if name == 'runtimes-web': knee_rows(df, store.campaign_records(name, prev) if prev else None, f)
         print("\nWithin-run and seconds-apart levels: not in the records (each point is one run per repetition); "
               "`bench/runtimes.py` and `bench/harness.py` measure back-to-back repeats of their own.\n")
 
