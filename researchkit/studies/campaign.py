@@ -13,7 +13,7 @@ from ..teardown import Teardown
 from ..results.records import live_provenance, campaign_complete, records, not_measurable, recorded_hosts, host_changes, point_key, CAMPAIGN
 from ..results.store import ResultStore
 from ..results.sweep import sweep, SweepSummary
-from .contract import Study, REPRODUCTION_PROFILE, RUN_PARAMETERS
+from .contract import Study, REPRODUCTION_PROFILE, RUN_PARAMETERS, check_testbed_kind
 
 def _matches(experiment:str, point:dict, flt:dict) -> bool:
     "Does the point of `experiment` match a claim's `needs` filter (keys: 'experiment' and point fields; a list: any of)?"
@@ -96,9 +96,7 @@ class Campaign:
         self.measuring, self.progress = bool(measure), bool(progress)
         self.results_dir, self.figures_dir = output_dirs(self.profile, measure=self.measuring, results_dir=results_dir, figures_dir=figures_dir)
         inventory = load_inventory(testbed)
-        kind = inventory.kind
-        if self.measuring and kind not in self.study.testbeds:
-            raise ConfigError('testbed', f"{self.study.name} does not run on a {kind} testbed yet ({inventory.name}); its method runs on: {', '.join(self.study.testbeds)}")
+        if self.measuring: check_testbed_kind(self.study, inventory)
         if self.measuring: self.study.preflight(self.P, inventory)
         self.run_id = current_run_id()
         self.testbed = Testbed(inventory)

@@ -13,7 +13,7 @@ from ..core import ConfigError, Field
 
 # %% auto #0
 __all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'TESTBED_KINDS', 'Study', 'check_study',
-           'study_notes', 'check_cpu_budgets']
+           'check_testbed_kind', 'study_notes', 'check_cpu_budgets']
 
 # %% ../../nbs/58_study.ipynb #c004
 REPRODUCTION_PROFILE = 'quick'  # figures/ and REPORT.md describe the latest finished campaign of this profile
@@ -100,6 +100,11 @@ def check_study(study) -> 'Study':
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup: raise ConfigError(f"{w}.claims", f"duplicate claim ids {dup}")
     return study
+
+def check_testbed_kind(study:Study, inventory) -> None:
+    "`ConfigError('testbed')` when the study's method does not run on the inventory's kind of testbed (`Study.testbeds`): a run refuses it before anything starts, and so does a plan."
+    if inventory.kind not in study.testbeds:
+        raise ConfigError('testbed', f"{study.name} does not run on a {inventory.kind} testbed yet ({inventory.name}); its method runs on: {', '.join(study.testbeds)}")
 
 def study_notes(study:Study,                  # the study
                 df,                           # this campaign's records (a polars DataFrame)

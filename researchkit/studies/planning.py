@@ -87,12 +87,11 @@ def plan_study(name:str, profile:str='quick', *, testbed:str='local', overrides:
     "What a run of study `name` with `profile` (and `overrides`) on `testbed` would do and cost, from its parameters and the records alone: nothing starts. Bad input raises `ConfigError` naming the field."
     from researchkit.studies.catalog import get_study
     from researchkit.studies.campaign import resolve_params, output_dirs
-    from researchkit.studies.contract import REPRODUCTION_PROFILE
+    from researchkit.studies.contract import REPRODUCTION_PROFILE, check_testbed_kind
     from researchkit.testbed.inventory import load_inventory
     study = get_study(name)
     inv = load_inventory(testbed)
-    if inv.kind not in study.testbeds:
-        raise ConfigError('testbed', f"{study.name} does not run on a {inv.kind} testbed yet ({inv.name}); its method runs on: {', '.join(study.testbeds)}")
+    check_testbed_kind(study, inv)   # what a run refuses, before its parameters
     P, recorded_profile = resolve_params(study, profile, overrides)
     roots = [results_root] if results_root else [output_dirs(recorded_profile)[0], output_dirs(REPRODUCTION_PROFILE)[0]]   # this profile's records, and the committed quick ones
     costs = recorded_costs(study, roots, inv.name)
