@@ -11,7 +11,7 @@ from .testbed.capabilities import Cap, Capabilities, probe
 from .testbed.inventory import Testbed
 from .testbed.tools import FABRIC_TOOLS, tool_rows
 from .runtimes.adapters import runtime_rows
-from .policy.mechanisms import mechanism_rows
+from .policy.remote import mechanisms_on
 from .networks.datapaths import DATAPATHS, testbed_hosts
 from .results.records import host_facts, mitigations_text, recorded_hosts, host_changes
 from .results.store import ResultStore
@@ -56,7 +56,7 @@ def runtime_caps(node:Node) -> list[Cap]:
 
 def policy_caps(node:Node, *, refresh:bool=False) -> list[Cap]:
     "Every policy mechanism of `researchkit.policy`, tried on `node`: `Cap('policy', name, ok, measured reason)` each."
-    return [Cap('policy', name, ok, why) for name, ok, why in mechanism_rows(node, refresh=refresh)]
+    return [Cap('policy', name, ok, why) for name, ok, why in mechanisms_on(node, refresh=refresh)]
 
 def ledger_tool_caps(node:Node) -> list[Cap]:
     "The ledger layer's pinned builds on `node` (`FABRIC_TOOLS`): `Cap('tools', name, built, version it was built from | what to run)` each."

@@ -7,10 +7,11 @@ from researchkit.teardown import Teardown, Ledger, state_dir
 from researchkit.runtimes.container import Container, Mount, CGROUP_PARENT
 from researchkit.runtimes.adapters import get_runtime
 from researchkit.runtimes.rootfs import host_rootfs
+from researchkit.testbed.nodes import LocalNode
 from researchkit.policy.bpfprog import bpf_ids
 from researchkit.policy.rules import Rules
 from researchkit.policy.mechanisms import MECHANISMS, check_enforcement, exec_in, mechanism_rows
-from researchkit.policy.remote import RemotePolicy, policy_on, remote_mechanism_rows, is_local
+from researchkit.policy.remote import RemotePolicy, policy_on, remote_mechanism_rows, mechanisms_on, is_local
 from researchkit.testbed.nodes import LocalNode
 from _ssh_fixtures import ssh_hosts, ssh_host  # noqa: F401  (fixtures)
 from _bpf_holders import bpf_leftovers_of
@@ -42,8 +43,9 @@ def test_rows_are_measured_by_the_remote_kernel(node):
     assert [r[1] for r in rows] == [ok for _, ok, _ in mechanism_rows()]   # the same kernel answers the same
     lsm = dict((r[0], r[2]) for r in rows)['lsm']
     assert rows[0][1] or 'EPERM' in lsm                                 # refused here, with the measured errno
-    ok, why = MECHANISMS['cgroup-connect'].available(node, refresh=True)
+    ok, why = {n: (ok, why) for n, ok, why in mechanisms_on(node, refresh=True)}['cgroup-connect']   # what doctor shows for the node
     assert ok and why.startswith(f"on {node.name}:")
+    assert mechanisms_on(LocalNode()) == mechanism_rows()   # this machine: tried in this process, no agent
 
 def test_enforcement_updates_counters_and_teardown_on_the_remote_machine(node):
     rt = get_runtime('runc', node)

@@ -216,17 +216,8 @@ class Mechanism:
     label: str         # what it stands in for (one line, for tables and figures)
     programs: tuple = ()   # BPF programs it loads
 
-    def available(self, node:Node|None=None, *, refresh:bool=False) -> tuple[bool, str]:
-        "(ok, measured reason): try it for real on this machine (once per process unless `refresh`)."
-        if node is not None and node.kind not in ('local', 'netns'):   # another machine: its own kernel answers, through an agent
-            key = (node.name, self.name)
-            if refresh or key not in _AVAILABLE_REMOTE:
-                from researchkit.policy.remote import remote_mechanism_rows
-                try: rows = remote_mechanism_rows(node)
-                except (ResearchkitError, OSError, subprocess.SubprocessError) as e:
-                    rows = [(n, False, f"no policy agent could run there: {e}") for n in MECHANISMS]
-                for n, ok, why in rows: _AVAILABLE_REMOTE[(node.name, n)] = (ok, f"on {node.name}: {why}")
-            return _AVAILABLE_REMOTE[key]
+    def available(self, *, refresh:bool=False) -> tuple[bool, str]:
+        "(ok, measured reason): try it for real on this machine (once per process unless `refresh`); another machine's kernel answers through `policy.remote.mechanisms_on`."
         if refresh or self.name not in _AVAILABLE:
             try: _AVAILABLE[self.name] = _TRIES[self.name]()
             except NotMeasurable as e: _AVAILABLE[self.name] = (False, e.reason)
@@ -234,7 +225,6 @@ class Mechanism:
         return _AVAILABLE[self.name]
 
 _AVAILABLE: dict[str, tuple[bool, str]] = {}
-_AVAILABLE_REMOTE: dict[tuple[str, str], tuple[bool, str]] = {}
 
 MECHANISMS = {m.name: m for m in (
     Mechanism('lsm', ('file_open', 'socket_connect'), True, True,
@@ -326,9 +316,9 @@ def _try_tp_openat() -> tuple[bool, str]:
 
 _TRIES = {'lsm': _try_lsm, 'cgroup-connect': _try_cgroup_connect, 'landlock': _try_landlock, 'tp-openat': _try_tp_openat}
 
-def mechanism_rows(node:Node|None=None, *, refresh:bool=False) -> list[tuple[str, bool, str]]:
-    "(name, ok, reason) of every mechanism, measured by trying (for `researchkit doctor`)."
-    return [(n, *m.available(node, refresh=refresh)) for n, m in MECHANISMS.items()]
+def mechanism_rows(*, refresh:bool=False) -> list[tuple[str, bool, str]]:
+    "(name, ok, reason) of every mechanism on this machine, measured by trying (`researchkit doctor` asks any node's through `policy.remote.mechanisms_on`)."
+    return [(n, *m.available(refresh=refresh)) for n, m in MECHANISMS.items()]
 
 # %% ../../nbs/27_mechanisms.ipynb #c014
 _KINDS = ('files', 'ipv4', 'ipv6')

@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/policy_remote.html.md"""
 
 # %% ../../nbs/27b_policy_remote.ipynb #c003
 from __future__ import annotations
-import base64, dataclasses, hashlib, io, json, os, pathlib, posixpath, secrets, shlex, signal, socket, sys, tarfile, time
+import base64, dataclasses, hashlib, io, json, os, pathlib, posixpath, secrets, shlex, signal, socket, subprocess, sys, tarfile, time
 from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, Proc
@@ -17,7 +17,7 @@ from .mechanisms import (Policy, MECHANISMS, EnforcementError, check_mechanisms,
 
 # %% auto #0
 __all__ = ['container_spec', 'container_from', 'serve', 'package_tar', 'ship', 'Agent', 'RemotePolicy', 'is_local', 'policy_on',
-           'remote_mechanism_rows']
+           'remote_mechanism_rows', 'mechanisms_on']
 
 # %% ../../nbs/27b_policy_remote.ipynb #c005
 def container_spec(c:Container) -> dict:
@@ -242,3 +242,17 @@ def remote_mechanism_rows(node:Node) -> list[tuple[str, bool, str]]:
         a = Agent(node, teardown=td)
         try: return [tuple(r) for r in a.call('available')['rows']]
         finally: a.close()
+
+_ON: dict[str, list] = {}   # another machine's rows, asked once per process and machine
+
+def mechanisms_on(node:Node|None, *, refresh:bool=False) -> list[tuple[str, bool, str]]:
+    """`mechanism_rows` of `node`'s kernel: tried in this process when `node` is this machine (or one of its namespaces), by a
+    short-lived agent there otherwise (once per machine unless `refresh`), each reason prefixed with the machine; an agent that
+    cannot run there makes every row unavailable with its reason."""
+    if is_local(node): return mechanism_rows(refresh=refresh)
+    if refresh or node.name not in _ON:
+        try: rows = remote_mechanism_rows(node)
+        except (ResearchkitError, OSError, subprocess.SubprocessError) as e:
+            rows = [(n, False, f"no policy agent could run there: {e}") for n in MECHANISMS]
+        _ON[node.name] = [(n, ok, f"on {node.name}: {why}") for n, ok, why in rows]
+    return _ON[node.name]
