@@ -30,9 +30,11 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends sudo ma
 
 WORKDIR ${HOME}
 USER ${NB_USER}
-# The dependencies first, in layers of their own: reused while apt.txt, requirements.txt and tools/ do not change
+# The dependencies first, in layers of their own: reused while apt.txt, requirements.txt and what tools/bootstrap --deps-only
+# runs (the bootstrap, the Go tools' list, builder and sources) do not change; another script in tools/ rebuilds nothing
 COPY --chown=${NB_UID} apt.txt requirements.txt pyproject.toml ${HOME}/
-COPY --chown=${NB_UID} tools ${HOME}/tools
+COPY --chown=${NB_UID} tools/bootstrap tools/install-go-tools tools/go-tools.txt ${HOME}/tools/
+COPY --chown=${NB_UID} tools/go ${HOME}/tools/go
 # made by the user first: COPY would create the missing parents of its destination as root
 RUN mkdir -p ${HOME}/.cache/researchkit/tools
 COPY --from=tools --chown=${NB_UID} /opt/researchkit-tools/ ${HOME}/.cache/researchkit/tools/

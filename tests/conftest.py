@@ -1,12 +1,12 @@
 """Session-wide guard: whatever the tests create (namespaces, links, processes, containers, cgroups, overlay mounts,
 BPF programs and maps) must be gone at the end.
 
-`make test` runs the files on two pytest-xdist workers (`-n 2 --dist loadgroup`: a file's tests, and so its module fixtures,
+`make test` runs the files on pytest-xdist workers (`-n TEST_WORKERS --dist loadgroup`, one more than the cores: a file's tests, and so its module fixtures,
 stay on one worker). The guard then runs in the controller, around both workers; a test marked `exclusive` (it compares the
-whole host before and after, or measures time or CPU) runs while the other worker waits between its tests."""
+whole host before and after, or measures time or CPU) runs while the other workers wait between their tests."""
 import fcntl, glob, json, os, subprocess, tempfile, time, pathlib, contextlib, pytest
 
-WORKER = os.environ.get('PYTEST_XDIST_WORKER')   # 'gw0', 'gw1' in a worker of `pytest -n 2`; None in the controller or a plain run
+WORKER = os.environ.get('PYTEST_XDIST_WORKER')   # 'gw0', 'gw1', ... in a worker of `pytest -n N`; None in the controller or a plain run
 
 # tests keep their ledgers apart from real runs, and each worker from the other's (a test that reaps dead runs reaps only its worker's);
 # each worker names what it creates with a run id of its own
@@ -22,11 +22,13 @@ if _signal.getsignal(_signal.SIGINT) is _signal.SIG_IGN: _signal.signal(_signal.
 # the lock the workers share (made by the controller before it starts them; they inherit its environment)
 if not WORKER: os.environ['RK_TEST_LOCK'] = tempfile.mkdtemp(prefix='rk-test-lock-')
 
-# The costliest files first (warm seconds measured on 937c945 with --junitxml), so that the worker that gets test_kube is not also
-# handed the next heaviest while the other idles at the end; the rest keep their order. Only the order of whole files changes.
-SLOWEST_FIRST = ('test_kube.py', 'test_runtimes_web.py', 'test_hlf_ec.py', 'test_image.py', 'test_ssh_testbed.py', 'test_hlf_kata.py',
-                 'test_ledger_network.py', 'test_cli.py', 'test_datapaths.py', 'test_fabload.py', 'test_study_notebooks.py', 'test_runtimes.py',
-                 'test_lsm_bpf.py')
+# The costliest files first (their tests' seconds outside the exclusive group, measured with RK_TEST_TIMELINE on 3 workers,
+# 2026-11-28; test_image runs after test_kube in one group), so that no worker is handed a long file while the others idle at
+# the end; the rest keep their order. Only the order of whole files changes.
+SLOWEST_FIRST = ('test_kube.py', 'test_hlf_ec.py', 'test_runtimes_web.py', 'test_library_notebooks.py', 'test_hlf_kata.py',
+                 'test_ssh_testbed.py', 'test_image.py', 'test_cli.py', 'test_datapaths.py', 'test_ledger_network.py',
+                 'test_study_notebooks.py', 'test_lsm_bpf.py', 'test_erasure.py', 'test_intervals.py', 'test_runtimes.py',
+                 'test_fabload.py')
 
 LEAKY = ('iperf3', 'sockperf', 'sshd', 'mpirun', 'orted', 'alltoall', 'vegeta', 'apache2', 'runsc', 'runc', 'crun', 'dockerd', 'containerd',
          'etcd', 'kube-', 'kubelet', 'catatonit')
@@ -81,7 +83,7 @@ def _snapshot(): return (_namespaces(), _links(), _procs(), _containers(), _bpf(
 
 def pytest_configure(config):
     config.addinivalue_line('markers', "exclusive: runs while no other test runs (it compares the whole host before and after, or "
-                                       "measures time or CPU): the other xdist worker waits between its tests")
+                                       "measures time or CPU): the other xdist workers wait between their tests")
 
 def pytest_sessionstart(session):
     if not WORKER: session.config._rk_before = _snapshot()
@@ -104,7 +106,7 @@ GROUPS = {'test_kube.py': 'containerd', 'test_image.py': 'containerd'}
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(session, config, items):
     """The `exclusive` tests form one group that runs first, one test after the other (their files' module fixtures, all cheap,
-    start again there): a test waiting to run alone waits once for the other worker's current test, not once a file. In a
+    start again there): a test waiting to run alone waits once for the other workers' current tests, not once a file. In a
     GROUPS file they stay with it, first. Then the costliest files first; otherwise pytest's order. (A plain run keeps pytest's order.)"""
     if not WORKER: return
     first = {}
@@ -128,7 +130,7 @@ def _in_group(item, name:str):
 
 class _Turns:
     """The workers' shared lock: shared for most tests, alone for an `exclusive` one. A test waiting to run alone holds the gate, so the
-    other worker cannot start test after test ahead of it; a run of `exclusive` tests in a row keeps the lock between them."""
+    other workers cannot start test after test ahead of it; a run of `exclusive` tests in a row keeps the lock between them."""
     def __init__(self): self.f, self.mode = None, None
 
     def take(self, mode:int):
@@ -146,16 +148,23 @@ class _Turns:
         self.f, self.mode = None, None
 
 _turns = _Turns()
+TIMELINE = os.environ.get('RK_TEST_TIMELINE')   # a file to append each test's turn and times to (`make test-timeline`)
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     "Around a test's setup, call and teardown (module fixtures start in their first test's setup and stop in their last one's teardown)."
     if not WORKER: return (yield)
     alone = lambda it: it is not None and it.get_closest_marker('exclusive') is not None
+    t0 = time.time()
     _turns.take(fcntl.LOCK_EX if alone(item) else fcntl.LOCK_SH)
+    t1 = time.time()
     try: return (yield)
     finally:
         if not (alone(item) and alone(nextitem)): _turns.give()
+        if TIMELINE:   # a line per test: which worker, how long it waited for its turn, when it ran (tools/test-timeline reads them)
+            with open(TIMELINE, 'a') as f:
+                f.write(json.dumps({'worker': WORKER, 'test': item.nodeid, 'exclusive': alone(item), 'asked': t0, 'start': t1,
+                                    'end': time.time()}) + '\n')
 
 @pytest.fixture
 def background():
