@@ -229,6 +229,7 @@ def welch_log_interval(a:list[float], b:list[float], level:float|None=None) -> t
 
 MAX_NEEDED = 1000   # a claim that would need more repetitions than this is reported as "more than 1000"
 
+# %% ../nbs/50_claims.ipynb #c011s1
 def needed_n(sd:float, dist:float, n:int, level:float|None=None) -> int|None:
     "The fewest repetitions m > n whose t interval (at `level`, t at m − 1 df: solved at the target, not the current n) has a half-width below `dist` if the spread `sd` stays; None past `MAX_NEEDED`."
     if sd <= 0: return n + 1
@@ -315,6 +316,7 @@ def _union(fs) -> tuple:
         if k not in seen: seen.add(k); out.append(f)
     return tuple(out)
 
+# %% ../nbs/50_claims.ipynb #c011s2
 @dataclass
 class Ratio:
     "A ratio of two variants over repetitions; its estimate is the geometric mean, with an interval (`interval`). Unpacks as `(median, (low, high), n)` (the IQR)."
@@ -424,6 +426,7 @@ def collecting():
     try: yield got
     finally: _COLLECT.reset(token)
 
+# %% ../nbs/50_claims.ipynb #c011s3
 def optional(check:Callable, *args, **kw):
     "`check(*args, **kw)`, or None when it raises `NotMeasurable`: a part of a claim the verdict can do without."
     try: return check(*args, **kw)

@@ -248,6 +248,7 @@ def claims_text(study:str, *, campaign:str|None=None, profile:str='quick', resul
     params = f" (custom parameters: {'; '.join(f'{k}={json.dumps(v, sort_keys=True)}' for k, v in sorted(custom.items()))})" if custom else ''
     return f"{study}, campaign {cid}{params}:\n\n" + claims_markdown(t)
 
+# %% ../nbs/90_cli.ipynb #c011s1
 def prepare_studies(names:list[str]|None=None) -> int:
     "Run each study's `prepare` on this machine (all studies by default), printing what it made ready and in how long; 1 if one failed (named, with why), 130 if stopped (SIGTERM, SIGHUP, Ctrl-C: what was being built is undone)."
     from researchkit.studies.catalog import study_names, get_study

@@ -287,6 +287,7 @@ class _Sampling:
         else: self._quiet_stop()  # do not hide the exception that ended the block
         return False
 
+# %% ../nbs/19_monitor.ipynb #c012s1
 class Monitor(_Sampling):
     "Per-container CPU and memory sampled at fixed deadlines by a small process on the containers' host; a context manager."
     def __init__(self, targets:dict,                 # name -> runtime `Instance`, cgroup directory, or list of directories (v1 hierarchies)

@@ -129,6 +129,7 @@ def repetition_lines(df:pl.DataFrame) -> list[str]:
 def _rel(p:os.PathLike, root:pathlib.Path) -> str:
     return pathlib.Path(os.path.relpath(pathlib.Path(p).resolve(), root.resolve())).as_posix()
 
+# %% ../nbs/52_report.ipynb #c005s1
 def _figure_lines(study, df:pl.DataFrame, figures_root:pathlib.Path) -> list[str]:
     paths = [pathlib.Path(p) for p in (study.figures(df, figures_root / study.name) or [])]
     out = []

@@ -83,6 +83,7 @@ def network_args(spec, teardown, on_step) -> NetworkSpec:
     if on_step is not None and not callable(on_step): raise ConfigError('on_step', f"expected a callable(step, seconds), got {on_step!r}")
     return spec
 
+# %% ../../nbs/29_fabric_network.ipynb #c007s1
 class Network:
     "A Fabric network on the runtime layer: `up()` → ready, `down()` removes every container, namespace, cgroup, directory and process."
     def __init__(self, spec:NetworkSpec|dict|None=None, # the network (default: the paper's 7 containers under runc)
@@ -251,6 +252,7 @@ def _place(self):
     self.client = self.nodes['client'].pod
 Network._place = _place
 
+# %% ../../nbs/29_fabric_network.ipynb #c009s1
 def _build(self):
     s, L = self.spec, self.layout
     # 1-2. the network directory on every machine, one pod per node plus the client pod (`_place`; in pods: `PodNetwork`)

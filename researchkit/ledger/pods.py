@@ -96,6 +96,7 @@ class PodInstance:
 
     def __repr__(self): return f"PodInstance({self.id}, {self.runtime.name})"
 
+# %% ../../nbs/29b_fabric_pods.ipynb #c007s1
 class PodNetwork(Network):
     "A `Network` whose nodes are pods of a Kubernetes testbed (each a machine of its own), the client pod the first: every step of `up()` but `_place` is `Network`'s."
     def __init__(self, spec:NetworkSpec|dict|None=None,  # the network; its `Limits` become the pods' CPU and memory limits (a cpuset: taskset in the pod)

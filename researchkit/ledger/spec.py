@@ -115,6 +115,7 @@ class NodeSpec:
     setup_only: bool = False       # the orderer organization's CA, stopped after enrollment
     index: int = 0                 # number within its organization and role (peer1 → 1)
 
+# %% ../../nbs/28_fabric_spec.ipynb #c010s1
 @dataclass
 class NetworkSpec:
     "A Fabric network: orderers, organizations × peers, CAs, one channel, one chaincode, limits, runtime."
@@ -276,6 +277,7 @@ class NetworkSpec:
         d['containers'] = len(self.containers())
         return d
 
+# %% ../../nbs/28_fabric_spec.ipynb #c010s2
 def check_endorsement(policy, msp_ids:list[str]) -> str:
     "The endorsement policy if it is 'ANY', 'MAJORITY', 'ALL' or a signature policy over the given MSP ids; else `ConfigError('endorsement')`."
     if policy in IMPLICIT: return policy

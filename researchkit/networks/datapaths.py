@@ -140,6 +140,7 @@ def _check_config(datapath, placement, pods, hosts, wire_rate_mbit, vlans):
 WIRE_INDEX = (4001, 4002)  # the wire's end in host namespace 0 and 1
 POD_ETH0_INDEX = 3000      # + pod number: eth0 inside each pod namespace
 
+# %% ../../nbs/22_datapaths.ipynb #c012s1
 class Topology:
     "Pods on hosts joined by one data path; `up()` builds it, `down()` (or the `Teardown`) removes it."
     def __init__(self, datapath:str, *,

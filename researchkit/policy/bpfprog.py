@@ -229,6 +229,7 @@ class Link:
                 except OSError: pass
     def __repr__(self): return f"Link({self.what!r}, attached={self.attached})"
 
+# %% ../../nbs/25_bpfprog.ipynb #c018s1
 class BpfObject:
     "One BPF object file, loaded in this process: programs, maps and links; `close()` frees them all."
     def __init__(self, path:str|pathlib.Path,     # compiled object (`compile_bpf`)

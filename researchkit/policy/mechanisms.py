@@ -340,6 +340,7 @@ _NOT_SCOPED = {  # runtimes whose containers a cgroup2-scoped program cannot see
     'kata': "Kata runs the container in a VM with its own kernel",
 }
 
+# %% ../../nbs/27_mechanisms.ipynb #c014s1
 class Policy:
     "A deny-list enforced in one container by one or more mechanisms."
     def __init__(self, rules:Rules,                 # what to block

@@ -149,6 +149,7 @@ def recorded_hosts(df:pl.DataFrame, # records (one campaign, or any rows with `r
     d = d.group_by('run_id', maintain_order=True).first() if 'run_id' in df.columns else d.head(1)
     return [{'run_id': r.get('run_id'), **{k: r.get(k) for k in keys}} for r in d.iter_rows(named=True)]
 
+# %% ../../nbs/40_records.ipynb #c010s1
 def provenance(testbed_name:str,        # the testbed inventory name (e.g. 'local')
                node,                    # a `researchkit.testbed.nodes.Node`: where the measurement runs
                *, tools:dict|None=None, # tool name -> version string (iperf3, sockperf, ...)

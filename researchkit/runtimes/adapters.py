@@ -48,6 +48,7 @@ def cgroup_undo(cid:str) -> str:
             f"[ $left = 0 ] && break; sleep 0.2; done; "
             f"flock -w 30 {CGROUP_LOCK} sh -c 'for d in /sys/fs/cgroup/*{CGROUP_PARENT} /sys/fs/cgroup{CGROUP_PARENT}; do rmdir \"$d\" 2>/dev/null; done'; true")
 
+# %% ../../nbs/17_runtimes.ipynb #c005s1
 class Instance:
     "A started container: wait until ready, read its CPU seconds, stop it, delete it (idempotent)."
     def __init__(self, runtime:'Runtime', container:Container, cid:str, bundle:Bundle, td:Teardown):

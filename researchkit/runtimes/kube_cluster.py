@@ -203,6 +203,7 @@ class KubeAccessError(ResearchkitError):
         super().__init__(f"the API server refused the kubeconfig user {user!r} ({kubeconfig}) {what}: {status} {reason}"
                          + (": its credentials are not accepted" if status == 401 else ": it lacks the permission"))
 
+# %% ../../nbs/18c_kube_cluster.ipynb #c010s1
 class KubeCluster:
     "A single-node Kubernetes cluster for one run; `kubeconfig` points clients at it. Use as a context manager."
     def __init__(self, *,

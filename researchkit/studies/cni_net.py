@@ -294,6 +294,7 @@ def _tput(placement, paths, **kw):
     "A `Claim.needs` filter: the BMP2BMP TCP throughput points of these data paths."
     return {'experiment': 'throughput', 'scenario': 'BMP2BMP', 'proto': 'tcp', 'placement': placement, 'datapath': list(paths), **kw}
 
+# %% ../../nbs/61_cni_net.ipynb #c021s1
 def claims():
     "The brief's claims as checks over the records, each decided on an interval against its band (`claims.Ratio`: t on the log ratios)."
     from researchkit.claims import Claim, verdict, ratio, optional, not_measurable_reason, at_least, at_most, all_hold, select

@@ -165,6 +165,7 @@ def busy_seconds(frame:pl.DataFrame, threshold:float, t0:float, t1:float) -> flo
 class LoadFailed(Exception):
     "A point's load did not commit all its transactions (the message says how many and the commonest error)."
 
+# %% ../../nbs/65_hlf_ec.ipynb #c4526aeds1
 class Bench:
     "What the points share: the network (up once), the agents of the current code, the measured peer and its quota."
     def __init__(self, run, P:dict):
@@ -443,6 +444,7 @@ def _median(df, metric, **flt) -> float|None:
     s = select(df, metric, experiment='ec', **flt)
     return float(s['value'].median()) if s.height else None
 
+# %% ../../nbs/65_hlf_ec.ipynb #99ccc9dbs1
 def claims():
     "Claims 1-4 of the brief on the records."
     from researchkit.claims import Claim, Ratio, all_hold, within, at_least, at_most, verdict, Verdict, select

@@ -216,6 +216,7 @@ def sets_rates(P:dict, pt:dict) -> bool:
     "Whether calibration point `pt` is of the runtime whose capacity sets every offered rate (native's for `capacity`, the secure one's for `secure_capacity`)."
     return (P['rate_unit'] == 'capacity' and pt.get('role', 'native') == 'native') or (P['rate_unit'] == 'secure_capacity' and pt.get('role') == 'secure')
 
+# %% ../../nbs/64_hlf_kata.ipynb #c010s1
 class Bench:
     "What the sweeps share: a Fabric network per runtime, one at a time or (`both_networks`) both up for the whole campaign, a budget's two runtimes loaded back to back while the other network is frozen; the capacity that sets the rates, the per-point quotas, monitor and load."
     @property
@@ -393,6 +394,7 @@ class Bench:
                                               {'cpu_cores_series': (r['cpu_cores'], 'cores')})
                                              for r, cls in rows if r['cpu_cores'] is not None and math.isfinite(r['cpu_cores'])])
 
+# %% ../../nbs/64_hlf_kata.ipynb #c010s2
 def measure_fn(experiment:str, P:dict, bench:Bench):
     "The `measure(point, repetition)` callable of an experiment ('calibration', 'budget' or 'vcpu')."
     def measure(pt:dict, rep:int) -> dict:
@@ -461,6 +463,7 @@ def measure(run, P:dict) -> None:
     check_params(P)
     measure_with(run, P, rows=runtimes_here(run, P), bench=Bench(run, P), tools=tool_versions(run.node))
 
+# %% ../../nbs/64_hlf_kata.ipynb #c010s3
 def measure_with(run, P:dict,
                  *, rows:list[tuple],   # (role, runtime, ok, version or the measured reason) of the native, secure and stand-in runtimes
                  bench:Bench,           # brings each point's network up and loads it (`Bench`, `PodBench`)
@@ -567,6 +570,7 @@ class PodBench(Bench):
 POD_CPU_NOTE = ("each pod's own cgroup as the runtime shows it inside (PodMonitor): under runsc gVisor's account of the sandboxed "
                 "processes, under Kata the guest's; the sentry, gofer and VMM are not in it")
 
+# %% ../../nbs/64_hlf_kata.ipynb #c010s4
 def measure_in_pods(run, P:dict) -> None:
     "The method on a Kubernetes testbed: the Fabric image (imported into a cluster on this machine, else the inventory's `images.fabric`), the runtimes that have a RuntimeClass, then the same sweeps on `PodBench`; the cluster's version, nodes, classes, the image and the placement in provenance."
     import json
@@ -696,6 +700,7 @@ def vcpu_pairs(df:pl.DataFrame, budget:float) -> list[tuple]:
 
 def _f(x) -> str: return f"{x:g}"
 
+# %% ../../nbs/64_hlf_kata.ipynb #c012s1
 def claims():
     "Claims 1-4 of the brief on the records (the secure runtime named in every verdict: Kata, or the stand-in that ran in its role), and a row saying whether Kata itself ran."
     from researchkit.claims import Claim, all_hold, within, at_least, at_most, optional, verdict, Verdict
@@ -864,6 +869,7 @@ def _dual(d:pl.DataFrame, *, x:str, x_title:str, color:str|None, title, tps_rule
     right = alt.layer(line, *ll)
     return alt.layer(left, right).resolve_scale(y='independent').properties(width=width, height=200, title=title)
 
+# %% ../../nbs/64_hlf_kata.ipynb #c016s1
 def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
     "Fig. 3a, 3b, 4 (one panel per budget) and CPU over time, from the records alone; the secure runtime named (stand-in for Kata where Kata could not run) and the paper's numbers as labelled references."
     import altair as alt
@@ -948,6 +954,7 @@ def rate_check_note(df:pl.DataFrame) -> str:
             f"cheaper per tx than the points' blocks (cut by the batch timeout), so its reading alone can overstate what the points carry."
             + ('' if last['value'] else f" **None of the {len(rows)} check loads was carried**: the points offer the last one checked."))
 
+# %% ../../nbs/64_hlf_kata.ipynb #c016s2
 def notes(df:pl.DataFrame) -> list[str]:
     "Markdown for the report: which runtime stood in for Kata and why, the calibrated capacities and the offered rate, network start-up, Fig. 3 and Fig. 4 tables."
     from researchkit.claims import select, not_measurable_reason

@@ -181,6 +181,7 @@ def _counted(policy, proofs:list, keys:tuple) -> dict:
 
 _HOOK_KEYS = {'open': ('openat', 'file_open'), 'connect': ('connect4', 'connect6', 'sendmsg4', 'sendmsg6', 'socket_connect')}
 
+# %% ../../nbs/63_lsm_bpf.ipynb #c011s1
 def measure_fn(experiment:str, P:dict, bench:Bench):
     "The `measure(point, repetition)` callable of one experiment."
     from researchkit.workloads.fio import fio
@@ -309,6 +310,7 @@ def rule_growth(df:pl.DataFrame, experiment:str, metric:str, mechanism:str, by:d
     f = {'experiment': experiment, 'mechanism': mechanism, **by}
     return ratio(df, metric, list(by), {**f, 'rules': hi}, {**f, 'rules': lo}), lo, hi
 
+# %% ../../nbs/63_lsm_bpf.ipynb #c013s1
 def claims():
     "Claims 1 and 2 of the paper on every mechanism measured, and one row per mechanism: does it enforce the deny-list, and what is it."
     from researchkit.claims import Claim, Verdict, verdict, within, at_most, at_least, all_hold

@@ -418,6 +418,7 @@ def closed_fn(P:dict, servers:Servers):
         return out
     return measure
 
+# %% ../../nbs/62_runtimes_web.ipynb #c018s1
 def sweeps(run, P:dict, servers, tools:dict) -> None:
     """The study's sweeps on `servers` (`Servers` or `PodServers`), repetition by repetition, runtime by runtime and endpoint by
     endpoint: the closed loop's points, the open loop without keep-alive on the same server (warm from them), then the open-loop
@@ -716,6 +717,7 @@ def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|No
     finer = ca.finer((la, ua), 'knee' if below_a == SUCCESS_KNEE else 'collapse') + cb.finer((lb, ub))
     return est, min(lo, res[0]), max(hi, res[1]), len(reps), ca.inside(below_a) and cb.inside(), res, finer
 
+# %% ../../nbs/62_runtimes_web.ipynb #c024s1
 def _decide_knees(kr, band, label):
     "Decide a knee ratio; when the grid's resolution alone straddles the band, say so (a finer grid, not more repetitions, would decide it) and name the points between the grid's rates that would narrow it (`Verdict.finer`: a campaign's adaptive rounds measure them)."
     from researchkit.claims import decide, Verdict
@@ -965,6 +967,7 @@ def cpu_by_rate(df:pl.DataFrame) -> pl.DataFrame:
                      pl.when(pl.col('k') == pl.col('n')).then(pl.lit('yes')).when(pl.col('k') == 0).then(pl.lit('no'))
                        .otherwise(pl.format('in {} of {}', 'k', 'n')).alias("above the closed loop's served rate")))
 
+# %% ../../nbs/62_runtimes_web.ipynb #c030s1
 def _pooled_lines(df:pl.DataFrame, other:pl.DataFrame) -> list[str]:
     "The report's cross-check over this campaign and `other` (the one before it) together: their repetitions paired within each campaign, and the open loop's CPU per request by offered rate."
     both = pl.concat([df, other], how='diagonal_relaxed')
@@ -1000,6 +1003,7 @@ def _pooled_lines(df:pl.DataFrame, other:pl.DataFrame) -> list[str]:
                 "a server kept busy at 4 in flight is the closed loop's.", '']
     return out
 
+# %% ../../nbs/62_runtimes_web.ipynb #c030s2
 def notes(df:pl.DataFrame, other:pl.DataFrame|None=None) -> list[str]:
     "Markdown for the report: knees and capacities, CPU per request, runtimes that could not run here and why; with `other` (the campaign before, `contract.study_notes`), the cross-check over both."
     from researchkit.results.records import NOT_MEASURABLE
@@ -1184,6 +1188,7 @@ def _methods(df:pl.DataFrame) -> tuple[str, tuple, dict]:
     opens = {pool: s for pool, s in opens.items() if s[0].height}
     return cname, closed, {**opens, 'keep-alive': _open_loop_stats(df, 'load')}
 
+# %% ../../nbs/62_runtimes_web.ipynb #87440454s1
 def methods_long(df:pl.DataFrame) -> pl.DataFrame:
     "The cross-check's numbers as one row per endpoint × runtime × method × quantity ('capacity (req/s)', 'CPU ms/request'): med, lo, hi, n (what `cross_check` compares, for the figure)."
     if _closed_default(df, 'throughput_rps').is_empty(): return pl.DataFrame()

@@ -64,6 +64,7 @@ def cpu_cores(q) -> float:
     from kubernetes.utils import parse_quantity
     return float(parse_quantity(str(q)))
 
+# %% ../../nbs/12b_kube.ipynb #c007s1
 class Kube:
     "A cluster reached through a kubeconfig; `check()` proves it answers and has what the inventory names."
     def __init__(self, spec:dict|None=None,  # a `KUBE_SCHEMA` mapping (validated here), e.g. an inventory's `kubernetes:` section
@@ -217,6 +218,7 @@ class Kube:
 
     def __repr__(self): return f"Kube({self.server}, namespace={self.namespace!r})"
 
+# %% ../../nbs/12b_kube.ipynb #c007s2
 def _delete(delete, read, what:str, timeout:float, every:float):
     "Call `delete()` (gone already is fine), then `read()` until the API says 404; `TimeoutError` naming `what` after `timeout`."
     from kubernetes.client import ApiException
@@ -266,6 +268,7 @@ class PodProc(Proc):
     "A background process of a pod (`PodNode.spawn`). Its ledger undo does nothing of its own: the pod's undo (deleting the pod, or the run's namespace) ends it, while a kill of its pid, a pid of the pod's PID namespace, replayed where the ledger replays (this machine) would hit whatever process has that number here."
     def release_cmd(self) -> str: return ':'   # (the pod's own ledger entry, registered before, takes it away)
 
+# %% ../../nbs/12b_kube.ipynb #c009s1
 class PodNode(Node):
     "A pod of a Kubernetes testbed, as a `Node`. `start()` creates it; `stop()` (or the teardown) deletes it."
     kind = 'pod'
@@ -430,6 +433,7 @@ class PodNode(Node):
 
     def __repr__(self): return f"PodNode({self.name!r}, pod={self.namespace}/{self.pod}, runtime={self.runtime})"
 
+# %% ../../nbs/12b_kube.ipynb #c009s2
 def _pod_trouble(p) -> str|None:
     "Why a pod is not running yet, from its container status (waiting reason and message, or termination)."
     for c in p.status.container_statuses or []:

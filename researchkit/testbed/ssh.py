@@ -59,6 +59,7 @@ def _session_wrap(line:str) -> str:
     inner = 'echo "RKPGID $$" >&2; exec sh -c "$1"'
     return f"exec setsid -w sh -c {shlex.quote(inner)} rk {shlex.quote(line)}"
 
+# %% ../../nbs/11_ssh.ipynb #c010s1
 class SSHNode(Node):
     "A remote machine reached over SSH; connects on first use and reuses the connection."
     kind = 'ssh'

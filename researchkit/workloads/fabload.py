@@ -421,6 +421,7 @@ def parse_caliper_table(text:str) -> dict[str, dict]:
                                  [int(c[1]), int(c[2]), *(float(x) for x in c[3:])]))
     return out
 
+# %% ../../nbs/38_fabload.ipynb #c022s1
 def caliper(gw,                           # a `Gateway`, its mapping, or a network object with `.gateway(org)` and `.client`
             *, rate:float,                # fixed-rate tx/s (Caliper's `fixed-rate` controller)
             duration:float|None=None,     # measured round (s); or

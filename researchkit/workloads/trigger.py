@@ -127,6 +127,7 @@ int main(int argc, char **argv) {
 CFLAGS = ['-O2', '-static', '-Wall']
 MODES = ('getpgid', 'open', 'udpconnect', 'tcpconnect')
 
+# %% ../../nbs/37_trigger.ipynb #c005s1
 def source_hash() -> str:
     "Short hash of the source and flags: the key of the compiled binary."
     return hashlib.sha256((TRIGGER_C + ' '.join(CFLAGS)).encode()).hexdigest()[:12]
