@@ -13,6 +13,7 @@ from .teardown import Teardown
 from .testbed.nodes import Node, LocalNode, Proc
 from .runtimes.container import CGROUP_PARENT, node_limits, check_cpus
 from .runtimes.adapters import Instance
+from .results.records import records
 
 log = logging.getLogger('researchkit.monitor')
 
@@ -632,7 +633,6 @@ def series_records(frame:pl.DataFrame,  # `Monitor.frame()` (or an already downs
                    metrics=('cpu_cores', 'working_set_bytes'), # columns to record, as `<name>_series`
                   ) -> list[dict]:
     "Records (one per container, time and metric) of a monitored series, so a figure can re-plot it from records alone."
-    from researchkit.results.records import records
     bad = [m for m in metrics if m not in SERIES_UNITS]
     if not metrics or bad: raise ConfigError('metrics', f"{bad or metrics!r}: some of {', '.join(SERIES_UNITS)}")
     if not isinstance(point, dict): raise ConfigError('point', f"expected a mapping of parameters, got {point!r}")

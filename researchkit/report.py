@@ -13,6 +13,7 @@ from .results.records import NOT_MEASURABLE, CAMPAIGN, HOST_COLUMNS, recorded_ho
 from .results.store import ResultStore
 from .claims import evaluate, claims_markdown, collecting, STATUSES
 from .studies.contract import Study, REPRODUCTION_PROFILE, study_notes
+from .studies.catalog import params_path
 
 # %% auto #0
 __all__ = ['capability_notes', 'provenance_summary', 'host_summary', 'host_differences', 'wall_time', 'repetition_lines',
@@ -141,7 +142,6 @@ def _figure_lines(study, df:pl.DataFrame, figures_root:pathlib.Path) -> list[str
 
 def profile_notes(study, profile:str) -> list[str]:
     "The header comment of `params/<study>/<profile>.yaml` (what the profile changes relative to the paper, and why the claims still apply), as Markdown; [] if there is none."
-    from researchkit.studies.catalog import params_path
     p = params_path(study, profile)
     if not p.exists(): return []
     head = []

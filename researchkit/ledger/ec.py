@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..core import ConfigError, NotMeasurable, ResearchkitError
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, CommandFailed, CommandTimeout
+from ..testbed.tools import go_tool
 
 # %% auto #0
 __all__ = ['EC_PORT', 'MAX_N', 'MODES', 'SIMD_LEVELS', 'MAGIC', 'EXEC_RUNTIMES', 'EVENT_METRICS', 'ECSpec', 'ec_binary',
@@ -71,7 +72,6 @@ class ECSpec:
 # %% ../../nbs/39_erasure.ipynb #c008
 def ec_binary(node:Node|None=None) -> str:
     "Path of the pinned `rk-ec` on `node` (built by tools/install-go-tools); `NotMeasurable` saying how to build it."
-    from researchkit.testbed.tools import go_tool
     return go_tool('rk-ec', node)
 
 class ECError(ResearchkitError):

@@ -17,6 +17,7 @@ from ..runtimes.adapters import Instance, ContainerError, get_runtime
 from ..runtimes.rootfs import host_rootfs, HOST_BINDS
 from ..networks.datapaths import Topology, testbed_hosts
 from ..networks.netdev import runner_of
+from ..testbed.tools import INSTALL_HINT, _root_expr, go_tool, go_tools
 from .spec import (NetworkSpec, OrgSpec, NodeSpec, Limits, Layout, check_limits, placement, msp_id, identities,
     enroll_script, ca_command, configtx_yaml, endorsement_flags, orderer_env, peer_env, chaincode_env, admin_env, core_yaml,
     builder_scripts, cc_package, package_id, sdk_profile, FABRIC_ROOT, FABRIC_MODULE, FABRIC_PIN, FABRIC_VERSION, FABRIC_CA_VERSION,
@@ -35,7 +36,6 @@ class NetworkError(ResearchkitError):
 
 def fabric_config_dir(node:Node|None=None) -> str|None:
     "Directory with Fabric's sampleconfig `core.yaml` and `orderer.yaml` on `node` (copied there by tools/install-go-tools), or None."
-    from researchkit.testbed.tools import _root_expr
     node = node or LocalNode()
     r = node.run(f'r="{_root_expr()}"; for d in "$r/fabric-config@{FABRIC_PIN}" "$r/fabric-config@{FABRIC_PIN}/sampleconfig" '
                  f'"$r"/fabric-config@* "$r"/fabric-config@*/sampleconfig; do '
@@ -47,7 +47,6 @@ def fabric_tools(names,                     # tool names of tools/go-tools.txt
                  overrides:dict|None=None,   # name -> path to use instead of the pinned build
                 ) -> dict[str, str]:
     "name -> path of each tool on `node` (copied there from this machine if missing); `NotMeasurable` listing all that are not built."
-    from researchkit.testbed.tools import go_tool, INSTALL_HINT
     node, overrides = node or LocalNode(), overrides or {}
     out, missing = {}, []
     for n in dict.fromkeys(names):
@@ -92,7 +91,6 @@ class Network:
                  tools:dict|None=None,                   # name -> binary path overriding the pinned builds ('fabric-config' -> sampleconfig dir)
                  on_step=None,                           # callable(step, seconds) after each step of `up()`
                 ):
-        from researchkit.testbed.tools import go_tools
         spec = network_args(spec, teardown, on_step)
         if tools is not None and not (isinstance(tools, dict) and all(isinstance(v, str) and v.startswith('/') for v in tools.values())):
             raise ConfigError('tools', f"expected a mapping name -> absolute path, got {tools!r}")

@@ -15,6 +15,8 @@ from ..runtimes.adapters import Instance
 from .spec import (FABRIC_PIN, FABRIC_ROOT, FABRIC_VERSION, FABRIC_MODULE, FABRIC_CA_VERSION, PAPER_FABRIC,
     NetworkSpec, Layout, core_yaml, builder_scripts)
 from .network import CLIENT_TOOLS, ROLE_TOOLS, FabNode, Network, network_args, fabric_config_dir, fabric_tools
+from ..runtimes.kube_cluster import image_archive
+from ..runtimes.rootfs import rootfs_image
 
 # %% auto #0
 __all__ = ['FABRIC_IMAGE_PACKAGES', 'POD_CFG', 'POD_BUILDER', 'POD_BIN', 'image_tools', 'fabric_image_entries', 'fabric_tag',
@@ -44,7 +46,6 @@ def fabric_image_entries(peer_tool:str='peer') -> list[tuple]:
 
 def fabric_tag(peer_tool:str='peer') -> str:
     "The Fabric image's tag: a function of its root filesystem (the content key of `rootfs_image`) and of every file it adds (path, size and SHA-256)."
-    from researchkit.runtimes.rootfs import rootfs_image
     key = {'root': pathlib.Path(rootfs_image(FABRIC_IMAGE_PACKAGES)).name, 'files': []}
     for path, src, link in fabric_image_entries(peer_tool):
         if src is None: continue
@@ -56,8 +57,6 @@ def fabric_archive(dest:str,               # where to write the docker-archive t
                    peer_tool:str='peer',   # the peer build (`NetworkSpec.peer_tool()`)
                   ) -> pathlib.Path:
     "The Fabric image (one layer over `rootfs_image(FABRIC_IMAGE_PACKAGES)`), for `Kube.image('fabric', fabric_archive, tag=fabric_tag())`; FABRIC_CFG_PATH is `POD_CFG`."
-    from researchkit.runtimes.rootfs import rootfs_image
-    from researchkit.runtimes.kube_cluster import image_archive
     return image_archive(fabric_tag(peer_tool), fabric_image_entries(peer_tool), dest, tree=rootfs_image(FABRIC_IMAGE_PACKAGES),
                          env=[f"PATH={POD_BIN}:/usr/sbin:/usr/bin:/sbin:/bin", f"FABRIC_CFG_PATH={POD_CFG}"], cmd=['sleep', 'infinity'])
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, asdict, fields, replace
 import yaml
 from ..core import ConfigError
 from ..runtimes.container import parse_cpulist
+from ..runtimes.adapters import RUNTIMES
 
 # %% auto #0
 __all__ = ['FABRIC_MODULE', 'FABRIC_PIN', 'FABRIC_VERSION', 'FABRIC_CA_VERSION', 'PAPER_FABRIC', 'ORDERER_ORG', 'ROLES', 'PORTS',
@@ -202,7 +203,6 @@ class NetworkSpec:
                  *, tools:set|None=None,      # names of the pinned Go tools (`go_tools()`); None: skip the block-file build check
                 ) -> 'NetworkSpec':
         "Check every field; `ConfigError(field, msg)` for the first bad one, before anything starts. Returns self."
-        from researchkit.runtimes.adapters import RUNTIMES
         if not isinstance(self.orgs, list) or not self.orgs: raise ConfigError('orgs', "at least one organization (a list of OrgSpec)")
         seen = set()
         machines = list(node_lims) if node_lims else None

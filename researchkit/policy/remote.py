@@ -12,6 +12,8 @@ from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, Proc
 from ..runtimes.container import Container, Mount, CGROUP_PARENT
 from .rules import Rules
+from .mechanisms import DEFAULT_MAX_ENTRIES
+from ..runtimes.adapters import get_runtime
 from .mechanisms import (Policy, MECHANISMS, EnforcementError, check_mechanisms, check_enforcement,
                                            mechanism_rows, LANDLOCK_DIR)
 
@@ -33,7 +35,6 @@ def container_from(d:dict) -> Container:
 class _Inst:
     "What `Policy.prepare` and `check_enforcement` need of a running container, rebuilt on the agent's machine."
     def __init__(self, cid:str, runtime:str, container:dict):
-        from researchkit.runtimes.adapters import get_runtime
         self.id, self.container, self.node = cid, container_from(container), LocalNode()
         self.runtime = get_runtime(runtime, self.node)
 
@@ -171,7 +172,6 @@ class RemotePolicy:
                  max_entries:int|None=None,         # deny map size (None: the layer's default)
                  check_available:bool=True,         # the agent measures `available()` there first
                 ):
-        from researchkit.policy.mechanisms import DEFAULT_MAX_ENTRIES
         if not isinstance(rules, Rules): raise ConfigError('rules', f"{rules!r}: a Rules")
         self.rules, self.mechanisms = rules.validate(), check_mechanisms(mechanisms)
         self.max_entries = DEFAULT_MAX_ENTRIES if max_entries is None else max_entries

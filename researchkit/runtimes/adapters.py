@@ -10,6 +10,8 @@ import time, json, shlex, html, logging, posixpath
 from ..core import ConfigError, NotMeasurable, ResearchkitError, host_lock_path
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, Proc, CommandTimeout, exec_line
+from .rootfs import host_rootfs
+from ..testbed.tools import go_tool, go_tools
 from .container import (Container, Mount, Bundle, CGROUP_PARENT, SCRATCH_ROOT, check_container, node_limits,
                                             new_container_id, oci_config, prepare_bundle)
 
@@ -333,11 +335,9 @@ class Runsc(Runtime):
         super().__init__(node)
         self.config = runsc_config(config)
     def _find_binary(self) -> str:
-        from researchkit.testbed.tools import go_tool
         return go_tool('runsc', self.node)
     def version(self) -> str:
         "runsc's version line; a build from the module proxy carries no version stamp, so the pin is named instead."
-        from researchkit.testbed.tools import go_tools
         v = super().version()
         return v.replace('VERSION_MISSING', f"{go_tools()['runsc'].version} (pinned gVisor snapshot)")
     def _cli(self, *args) -> str: return shlex.join([self.binary(), *runsc_flags(self.config), *args])
@@ -489,7 +489,6 @@ def get_runtime(name:str,               # one of `RUNTIMES`
 
 def _probe_image(node:Node) -> str:
     "A tiny image for probing (the lead's `host_rootfs`, binding the host's /usr and /etc)."
-    from researchkit.runtimes.rootfs import host_rootfs
     return str(host_rootfs(node))
 
 def runtime_rows(node:Node|None=None, *, deep:bool=True) -> list[tuple[str, bool, str]]:

@@ -11,6 +11,8 @@ from ..core import ConfigError, NotMeasurable, current_run_id, host_lock
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode, Result, CommandFailed, CommandTimeout
 from .rootfs import rootfs_image
+from ..core import project_root
+from ..testbed.tools import fabric_config_dir, go_tools, tool_path
 
 # %% auto #0
 __all__ = ['ENGINE_PACKAGES', 'ENGINE_PATHS', 'ENGINE_LINKS', 'ENGINE_CGROUPS', 'ENGINE_CHAINS', 'HOST_CA_DIR', 'BASE_PACKAGES',
@@ -380,7 +382,6 @@ TOOLS_DIR_IN_IMAGE = '/opt/researchkit-tools'   # the Dockerfile copies this dir
 def tools_image(engine:DockerEngine, # a started engine
                ) -> str:
     "A local image carrying this machine's builds of the pinned Go tools (tools/go-tools.txt) under `TOOLS_DIR_IN_IMAGE`, so an image build reuses them instead of compiling them again."
-    from researchkit.testbed.tools import go_tools, tool_path, fabric_config_dir
     dirs = {}
     for name, t in go_tools().items():
         if t.on_demand: continue     # the Kubernetes test cluster's binaries: not part of the image
@@ -405,7 +406,6 @@ def build_image(engine:DockerEngine,              # a started engine
                 timeout:float=3600,
                ) -> dict:
     "Build the checkout's Dockerfile with the host's network (registries reachable as from the host); returns tag, seconds, size and how many steps came from the layer cache."
-    from researchkit.core import project_root
     ctx = pathlib.Path(context or project_root())
     if not (ctx/'Dockerfile').is_file(): raise ConfigError('context', f"{ctx} has no Dockerfile")
     args = ['build', '--network', 'host', '--force-rm', '-t', tag]

@@ -11,6 +11,8 @@ from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode
 from .docker_engine import install_debs, host_state, state_diff
+from ..core import project_root
+from ..testbed.tools import tool_path
 
 # %% auto #0
 __all__ = ['KUBE_VERSION', 'KUBE_TOOLS', 'CLUSTER_PACKAGES', 'CNI_BIN', 'KUBE_SYSCTLS', 'KUBE_PATHS', 'KUBE_LINKS',
@@ -59,8 +61,6 @@ _SHIM_BUILD = {}                          # why the shim's (or Multus') build fa
 
 def build_kube_tools(timeout:float=2400) -> dict[str, str|None]:
     "Build the pinned control plane, kubelet, gVisor's shim and Multus into the tool cache if missing (cold: ~6 min on 2 cores, Multus 92 s more); name -> path (None: the shim or Multus did not build, `_SHIM_BUILD` says why)."
-    from researchkit.core import project_root
-    from researchkit.testbed.tools import tool_path
     install = str(project_root()/'tools'/'install-go-tools')
     if not all(tool_path(t) for t in KUBE_TOOLS):
         r = subprocess.run([install, *KUBE_TOOLS], capture_output=True, text=True, timeout=timeout)
@@ -78,7 +78,6 @@ def cluster_unavailable() -> str|None:
     if missing: return f"{', '.join(missing)} not installed (Debian: {' '.join(CLUSTER_PACKAGES)}; `install_cluster_packages()` does it)"
     if not os.path.exists(f"{CNI_BIN}/bridge"): return f"no CNI bridge plugin in {CNI_BIN} (Debian: containernetworking-plugins)"
     if 'overlay' not in pathlib.Path('/proc/filesystems').read_text(): return "the kernel has no overlay filesystem (containerd's overlayfs snapshotter)"
-    from researchkit.testbed.tools import tool_path
     unbuilt = [t for t in KUBE_TOOLS if not tool_path(t)]
     if unbuilt: return f"{', '.join(unbuilt)} not built (tools/install-go-tools {' '.join(KUBE_TOOLS)}; `build_kube_tools()` does it)"
     return None
@@ -262,7 +261,6 @@ class KubeCluster:
             time.sleep(0.3)
 
     def _start(self) -> 'KubeCluster':
-        from researchkit.testbed.tools import tool_path
         self.before = self.footprint()
         if self._td is None: self._td = Teardown()
         self._td.add(f"kubernetes cluster {self.run_id}", self._teardown, undo=self.undo)
@@ -389,7 +387,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def _cni_bin(self) -> str:
         "The CNI plugin directory containerd gets: Debian's, or with Multus a private one that links Debian's plugins beside it."
-        from researchkit.testbed.tools import tool_path
         if not self._want_multus: return CNI_BIN
         path = tool_path(MULTUS)
         if not path:
@@ -419,7 +416,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def _runsc_shim(self) -> str|None:
         "gVisor's containerd shim, when built: its options file (runsc at the pinned version, systrap, a private root and logs)."
-        from researchkit.testbed.tools import tool_path
         shim, runsc = tool_path('containerd-shim-runsc-v1'), tool_path('runsc')
         if not (shim and runsc):
             self.gvisor_why = _SHIM_BUILD.get(GVISOR_SHIM) or f"{GVISOR_SHIM if not shim else 'runsc'} is not built (tools/install-go-tools {GVISOR_SHIM} runsc)"

@@ -9,11 +9,15 @@ from __future__ import annotations
 import atexit, sys, time, html, json, pathlib
 import polars as pl
 from ..core import ConfigError, ResearchkitError, current_run_id, project_root, validate
+from ..claims import claims_markdown, evaluate
 from ..teardown import Teardown
 from ..results.records import live_provenance, campaign_complete, records, not_measurable, recorded_hosts, host_changes, point_key, CAMPAIGN
 from ..results.store import ResultStore
 from ..results.sweep import sweep, SweepSummary
 from .contract import Study, REPRODUCTION_PROFILE, RUN_PARAMETERS, check_testbed_kind
+from .catalog import get_study, load_params
+from .contract import study_notes
+from ..testbed.inventory import Testbed, load_inventory
 
 def _matches(experiment:str, point:dict, flt:dict) -> bool:
     "Does the point of `experiment` match a claim's `needs` filter (keys: 'experiment' and point fields; a list: any of)?"
@@ -40,7 +44,6 @@ def resolve_params(study:Study,           # the study whose schema decides
                    given:dict|None=None,  # values set by the caller (None: not set)
                   ) -> tuple[dict, str]:
     "(validated parameters, the profile to record). The profile file fills what `given` leaves out; when `given` holds every required field (a CLI run injects them all, already validated) the file is not read. The recorded profile is `<profile>+custom` when the values differ from the profile file's."
-    from researchkit.studies.catalog import load_params
     given = {k: v for k, v in (given or {}).items() if v is not None}
     if all(k in given for k in _required(study.schema)): P = validate(given, study.schema, where='parameters')
     else: P = load_params(study.name, profile, overrides=given)
@@ -51,7 +54,6 @@ def resolve_params(study:Study,           # the study whose schema decides
 
 def custom_fields(study:Study, profile:str, P:dict) -> dict:
     "The parameters `P` sets otherwise than `params/<study>/<profile>.yaml` (all of them without such a file): what a custom run changed, which its records keep."
-    from researchkit.studies.catalog import load_params
     try: base = load_params(study.name, profile)
     except ConfigError: return dict(P)   # no such profile file: a custom run
     return {k: v for k, v in P.items() if base.get(k) != v}
@@ -88,8 +90,6 @@ class Campaign:
                  new_campaign:bool=False,       # do not resume an unfinished campaign
                  progress:bool=True,            # progress bars
                 ):
-        from researchkit.studies.catalog import get_study
-        from researchkit.testbed.inventory import load_inventory, Testbed
         self.study = get_study(study) if isinstance(study, str) else study
         self.P, self.profile = resolve_params(self.study, profile, params)   # bad input fails here, before anything starts
         self.custom = custom_fields(self.study, profile, self.P) if self.profile != profile else {}   # recorded with the run's wall time
@@ -118,7 +118,6 @@ class Campaign:
     @classmethod
     def from_parameters(cls, study:Study|str, namespace:dict) -> 'Campaign':
         "The campaign a study notebook's parameters cell describes: the run parameters and the study's schema fields found in `namespace`."
-        from researchkit.studies.catalog import get_study
         study = get_study(study) if isinstance(study, str) else study
         run = {k: namespace[k] for k in RUN_PARAMETERS if k in namespace}
         return cls(study, params={k: namespace.get(k) for k in study.schema}, **run)
@@ -274,7 +273,6 @@ class Campaign:
         end past `budget_min` (a refinement's cost is its neighbours' on the curve: the longest each took). Refinement goes claim by
         claim, in order, as far as the budget takes it. Each round and each stop are recorded with their reason (experiment
         'adaptive'); returns the reasons."""
-        from researchkit.claims import evaluate
         self._need_measuring('adapt')
         maxr, budget = self.P.get('max_repetitions'), self.P.get('budget_min')
         if not maxr: return []
@@ -418,16 +416,13 @@ class Campaign:
 
     def claims(self, df:pl.DataFrame|None=None) -> pl.DataFrame:
         "The claims table (`claims.evaluate`) of the records."
-        from researchkit.claims import evaluate
         return evaluate(self.study.claims(), self.records() if df is None else df)
 
     def claims_markdown(self, df:pl.DataFrame|None=None) -> str:
-        from researchkit.claims import claims_markdown
         return claims_markdown(self.claims(df))
 
     def notes_markdown(self, df:pl.DataFrame|None=None, other:pl.DataFrame|None=None) -> str:
         "The study's own report tables (`contract.study_notes`: with `other`, another campaign's records, also what the two decide together, where the study reads it)."
-        from researchkit.studies.contract import study_notes
         return '\n'.join(study_notes(self.study, self.records() if df is None else df, other))
 
     def figures(self, df:pl.DataFrame|None=None) -> list[pathlib.Path]:

@@ -9,9 +9,18 @@ from __future__ import annotations
 import pathlib
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, ResearchkitError, markdown_table
+from ..claims import Claim, all_hold, at_least, at_most, not_measurable_reason, optional, ratio, select, summarize, verdict
 from ..teardown import Teardown
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
+from ..networks.datapaths import DATAPATHS, Topology, testbed_hosts
+from ..networks.pods import HOST, PodTopology
+from ..runtimes.kube_cluster import deb_entries, image_archive
+from ..runtimes.rootfs import WEB_PACKAGES, rootfs_image
+from ..workloads import iperf, mpi, sockperf
+from ..workloads.iperf import iperf3
+from ..workloads.mpi import mpi_alltoall
+from ..workloads.sockperf import sockperf_pingpong, sockperf_server
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME',
@@ -102,7 +111,6 @@ class Topologies:
 
     def get(self, datapath:str, placement:str, pods:int=2, hosts=None):
         "The topology for (datapath, placement, pods), building it if it is not the live one."
-        from researchkit.networks.datapaths import Topology
         key = (datapath, placement, pods, id(hosts))
         if key != self.key:
             self.close()
@@ -137,7 +145,6 @@ class PodTopologies(Topologies):
         self.kube, self.image = kube, image
 
     def get(self, datapath:str, placement:str, pods:int=2, hosts=None):
-        from researchkit.networks.pods import PodTopology
         if hosts is not None: raise NotMeasurable(datapath, "VM pods on a Kubernetes testbed: not built (Kata pods would be the cluster's VM pods)")
         key = (datapath, placement, pods)
         if key != self.key:
@@ -148,7 +155,6 @@ class PodTopologies(Topologies):
         return self.topo
 
     def baseline(self, placement:str, hosts=None):
-        from researchkit.networks.pods import HOST
         return self.get(HOST, placement, 2, hosts).baseline()
 
 # %% ../../nbs/61_cni_net.ipynb #c012
@@ -160,21 +166,16 @@ def vm_hosts(testbed, scenario:str, capabilities):
         kvm = capabilities.reason('kvm') if capabilities is not None and not capabilities.has('kvm') else ''
         raise NotMeasurable(scenario, f"needs {need} VM node(s) in the testbed, testbed '{getattr(testbed, 'name', '?')}' has {len(vms)}"
                             + (f"; and VMs cannot be started here: {kvm}" if kvm else ''))
-    from researchkit.networks.datapaths import testbed_hosts
     return (testbed_hosts(testbed)[:1] if scenario == 'BMP2VMP' else []) + testbed_hosts(testbed, vms=True)[:need]
 
 def tool_versions(node) -> dict:
     "Versions of the tools this study runs on `node`."
-    from researchkit.workloads import iperf, sockperf, mpi
     out = {}
     for m in (iperf, sockperf, mpi): out.update(m.tool_versions(node))
     return out
 
 def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown, *, testbed=None, capabilities=None):
     "The `measure(point, repetition)` callable of one experiment."
-    from researchkit.workloads.iperf import iperf3
-    from researchkit.workloads.sockperf import sockperf_pingpong, sockperf_server
-    from researchkit.workloads.mpi import mpi_alltoall
     cc, sc = P['client_cpus'], P['server_cpus']
     def endpoints(pt, pods=2):
         hosts = vm_hosts(testbed, pt['scenario'], capabilities) if pt['scenario'] != 'BMP2BMP' else None
@@ -207,7 +208,6 @@ def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown,
 # %% ../../nbs/61_cni_net.ipynb #c013
 def datapath_labels(capabilities=None) -> pl.DataFrame:
     "What each data path is on this testbed: the paper's name and the variant really built (real or stand-in)."
-    from researchkit.networks.datapaths import DATAPATHS
     rows = [{'datapath': BASELINE, 'paper_name': 'host-to-host', 'variant': 'no container path (baseline)'}]
     for n in DATAPATH_NAMES:
         d = DATAPATHS[n]
@@ -258,7 +258,6 @@ def is_stand_in(df:pl.DataFrame, datapath:str) -> str|None:
 # %% ../../nbs/61_cni_net.ipynb #c020
 def _series(df, experiment, metric, **where):
     "Measured rows of `metric` in `experiment` matching the filters (a list: any of)."
-    from researchkit.claims import select
     return select(df, metric, experiment=experiment, **where)
 
 # %% ../../nbs/61_cni_net.ipynb #c021
@@ -276,7 +275,6 @@ BRIDGED_ON_ONE_HOST = {
 
 def alike_on_one_host(df:pl.DataFrame, a:str, b:str) -> str|None:
     "Why data paths `a` and `b` were built as the same same-host path in these records (both recorded a variant `BRIDGED_ON_ONE_HOST` lists), else None."
-    from researchkit.claims import select
     built = {}
     for d in (a, b):
         s = select(df, 'setup_s', experiment='datapaths', datapath=d, placement=SAME) if 'datapath' in df.columns else df.clear()
@@ -297,7 +295,6 @@ def _tput(placement, paths, **kw):
 # %% ../../nbs/61_cni_net.ipynb #c021s1
 def claims():
     "The brief's claims as checks over the records, each decided on an interval against its band (`claims.Ratio`: t on the log ratios)."
-    from researchkit.claims import Claim, verdict, ratio, optional, not_measurable_reason, at_least, at_most, all_hold, select
     def dp_ratio(df, a, b, *, experiment='throughput', metric='throughput_mbit', max_bytes=None, **where):
         "Data path(s) a over b: per repetition the geometric mean over message sizes (and ranks per pod) of the ratio of medians."
         if max_bytes is not None and 'msg_bytes' in df.columns: df = df.filter(pl.col('msg_bytes').is_null() | (pl.col('msg_bytes') <= max_bytes))
@@ -404,7 +401,6 @@ def datapath_inventory(run, P:dict, topologies:Topologies, *, tools:dict|None=No
 # %% ../../nbs/61_cni_net.ipynb #c028
 def measure(run, P:dict) -> None:
     "The method on the campaign `run`: build and time every data path, then sweep throughput, UDP latency and MPI all-to-all (resuming); on a Kubernetes testbed in pods (`measure_in_pods`)."
-    from researchkit.networks.datapaths import testbed_hosts
     tb, caps = run.testbed, run.capabilities
     if tb.kube is not None: return measure_in_pods(run, P)
     topologies = Topologies(run.teardown, hosts=None if tb.is_local else testbed_hosts(tb), capabilities=caps,
@@ -432,14 +428,11 @@ NET_DEBS = ('iperf3', 'libiperf0', 'libsctp1', 'sockperf', 'iproute2', 'libmnl0'
 def net_tag() -> str:
     "The net image's tag: a function of its root filesystem and the tools' package versions."
     import hashlib, subprocess
-    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
     debs = subprocess.run(['dpkg-query', '-W', *NET_DEBS], capture_output=True, text=True).stdout
     return f"researchkit.local/net:{hashlib.sha256((pathlib.Path(rootfs_image(WEB_PACKAGES)).name + debs).encode()).hexdigest()[:12]}"
 
 def net_archive(dest:str) -> pathlib.Path:
     "The pods' image: iperf3 and sockperf (`NET_DEBS`, from this host's Debian packages) on the Debian root filesystem every run here already has (runtimes-web's: procps, util-linux' taskset), one layer."
-    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
-    from researchkit.runtimes.kube_cluster import image_archive, deb_entries
     return image_archive(net_tag(), deb_entries(NET_DEBS, 'net image'), dest, tree=rootfs_image(WEB_PACKAGES), cmd=['sleep', 'infinity'])
 
 def measure_in_pods(run, P:dict) -> None:
@@ -476,7 +469,6 @@ def sweep_order(P:dict) -> list[tuple[str, list, int, bool]]:
 # %% ../../nbs/61_cni_net.ipynb #c025
 def _summary(df, experiment, metric, by):
     "Median, IQR and n over repetitions of `metric` in `experiment`, per `by` (empty if there is none)."
-    from researchkit.claims import summarize
     s = _series(df, experiment, metric)
     return s if s.is_empty() else summarize(s, by, metric)
 

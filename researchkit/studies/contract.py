@@ -10,6 +10,8 @@ import re, inspect
 from dataclasses import dataclass
 from typing import Callable
 from ..core import ConfigError, Field
+from ..claims import Claim
+from ..runtimes.container import parse_cpulist
 
 # %% auto #0
 __all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'TESTBED_KINDS', 'Study', 'check_study',
@@ -92,7 +94,6 @@ def check_study(study) -> 'Study':
         if not callable(f): raise ConfigError(f"{w}.{a}", f"must be callable, got {type(f).__name__}")
         try: inspect.signature(f).bind(*range(n))
         except TypeError as e: raise ConfigError(f"{w}.{a}", f"must accept {n} positional argument(s): {e}") from None
-    from researchkit.claims import Claim
     cs = study.claims()
     if not isinstance(cs, list) or not all(isinstance(c, Claim) for c in cs):
         raise ConfigError(f"{w}.claims", "must return a list of claims.Claim")
@@ -123,7 +124,6 @@ def check_cpu_budgets(P:dict,                     # validated parameters
                       budgets:str='budgets',      # the list of budgets (cores)
                      ) -> None:
     "CPU lists online on this host and every budget within the host's cores and the CPUs of `budgets_in`; `ConfigError` naming the field."
-    from researchkit.runtimes.container import parse_cpulist
     online = node_lim['online']
     for f in cpus:
         try: cs = parse_cpulist(str(P[f]))

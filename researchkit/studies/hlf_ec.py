@@ -9,8 +9,17 @@ from __future__ import annotations
 import os, re, glob, math, time, random, pathlib, threading
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
+from ..claims import Claim, Ratio, Verdict, all_hold, at_least, at_most, not_measurable_reason, select, verdict, within
 from ..teardown import Teardown
 from .contract import Study, ADAPTIVE, check_cpu_budgets
+from ..ledger.ec import ECSpec, Erasure, sha256_file
+from ..ledger.network import Network
+from ..ledger.spec import FABRIC_VERSION, Limits, NetworkSpec, OrgSpec
+from ..monitor import Monitor, downsample
+from ..runtimes.container import node_limits
+from ..testbed.nodes import LocalNode
+from ..testbed.tools import go_tools
+from ..workloads.fabload import closed_loop
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'WORKLOADS', 'OFF', 'SCHEMA', 'SERIES_EVERY', 'PAPER', 'HEADER_SLACK', 'CPU_MODEST',
@@ -106,7 +115,6 @@ def plan(P:dict) -> dict[str, list[dict]]:
 # %% ../../nbs/65_hlf_ec.ipynb #c557cd60
 def network_spec(P:dict, block_file_mib:int=64):
     "The Fabric network of the study: `orgs` x `peers_per_org` peers (the first of each endorsing), the measured peer on `peer_cpus`, the rest on `rest_cpus`."
-    from researchkit.ledger.spec import NetworkSpec, OrgSpec, Limits
     orgs = [OrgSpec(f'org{i + 1}', peers=P['peers_per_org'], endorsing=1) for i in range(P['orgs'])]
     lim = {'all': Limits(cpuset=str(P['rest_cpus']), memory_mb=P['memory_mb']),
            measured_peer(P): Limits(cpus=P['budgets'][0], cpuset=str(P['peer_cpus']), memory_mb=P['memory_mb'])}
@@ -176,7 +184,6 @@ class Bench:
 
     def network(self):
         "The running network, brought up on first use (its start-up time recorded as experiment `network`)."
-        from researchkit.ledger.network import Network
         if self.net is not None and self.net._up: return self.net
         P, run = self.P, self.run
         self._td = Teardown(self.td.ledger)
@@ -194,7 +201,6 @@ class Bench:
 
     def use_code(self, code:tuple[int, int]|None):
         "Agents running the code `code` (None: none) in every participating peer; a new code's agents first encode the backlog."
-        from researchkit.ledger.ec import Erasure, ECSpec
         if code == self.code: return
         if self.ec is not None: self.ec.stop(); self.ec = None
         self.code = None
@@ -249,8 +255,6 @@ class Bench:
         raise NotMeasurable('load', f"{self.ATTEMPTS} loads of {P['transactions']} transactions each had failures: {'; '.join(errors)[:600]}")
 
     def _attempt(self, pt:dict, rep:int, *, series:bool) -> dict:
-        from researchkit.workloads.fabload import closed_loop
-        from researchkit.monitor import Monitor
         P, M, net = self.P, self.M, self.net
         n_ev0 = len(self.ec.events(M)) if self.ec else 0
         inst, host = net.nodes[M].instance, net.nodes[M].host
@@ -309,14 +313,12 @@ class Bench:
 
     def _series(self, pt:dict, rep:int, frame:pl.DataFrame, t_launch:float, exec_s:float):
         "The measured peer's CPU over time (Fig. 3) as records of experiment `cpu_series` (t: s from the load's launch)."
-        from researchkit.monitor import downsample
         samples = [(r['t'] - t_launch, r['cpu_cores']) for r in downsample(frame, SERIES_EVERY).iter_rows(named=True)]
         self.run.record_batch('cpu_series', [({**pt, 't': round(t, 3)}, rep, {'cpu_cores_series': (c, 'cores')}) for t, c in samples
                                              if c is not None and math.isfinite(c) and -1 <= t <= exec_s + 2])
 
     def rebuild(self, pt:dict, rep:int) -> dict:
         "Beyond the paper: a block file the measured peer encoded, rebuilt in its container from the others' chunks (its own chunk lost), then from k chunks after n − k random losses; timed, sha256-checked."
-        from researchkit.ledger.ec import sha256_file
         code = (pt['n'], pt['k'])
         self.use_code(code)
         net, M = self.network(), self.M
@@ -386,7 +388,6 @@ FLAT = (0.95, 1.05)     # claim 4: time ratio at the largest budget over that at
 
 def _vals(df:pl.DataFrame, metric:str, **flt) -> dict[tuple, float]:
     "(campaign, testbed, repetition) -> value of `metric` at the point `flt` (median if several rows)."
-    from researchkit.claims import select
     s = select(df, metric, experiment='ec', **flt)
     return {} if s.is_empty() else {(r['campaign'], r['testbed'], r['repetition']): r['value']
                                     for r in s.group_by('campaign', 'testbed', 'repetition').agg(pl.col('value').median()).iter_rows(named=True)}
@@ -395,7 +396,6 @@ def ec_ratios(df:pl.DataFrame, metric:str, workload:str, budget:float, ec:str) -
     "Per repetition: `metric` with EC code `ec` over `metric` with EC off, same workload, budget and repetition."
     a, b = _vals(df, metric, workload=workload, budget=budget, ec=ec), _vals(df, metric, workload=workload, budget=budget, ec=OFF)
     if not a or not b:
-        from researchkit.claims import not_measurable_reason
         why = not_measurable_reason(df, experiment='ec', workload=workload, budget=budget) if 'workload' in df.columns else None
         raise NotMeasurable(f"{metric} {workload} at {budget:g} cores", why or f"no records of {ec if not a else 'EC off'}")
     out = [a[key] / b[key] for key in sorted(set(a) & set(b), key=str) if b[key] > 0]
@@ -404,7 +404,6 @@ def ec_ratios(df:pl.DataFrame, metric:str, workload:str, budget:float, ec:str) -
 
 def agent_cost(df:pl.DataFrame, ec:str) -> dict[tuple, float]:
     "(campaign, testbed, repetition) -> CPU s the EC agent spent per byte of block file it encoded with `ec`, over the repetition's points (the same encode whatever the workload)."
-    from researchkit.claims import select
     tot = {}
     for metric in ('ec_cpu_s', 'file_bytes'):
         s = select(df, metric, experiment='ec', ec=ec)
@@ -424,30 +423,25 @@ def direct_ratios(df:pl.DataFrame, workload:str, budget:float, ec:str, *, time:b
 
 def main_code(df:pl.DataFrame) -> str|None:
     "The main code's label (the code of the Fig. 2 points), e.g. 'RS(4,3)'."
-    from researchkit.claims import select
     s = select(df, 'exec_s', experiment='ec', workload='light') if 'workload' in df.columns else pl.DataFrame()
     s = s.filter(pl.col('ec') != OFF) if s.height else s
     return s['ec'][0] if s.height else None
 
 def _budgets(df:pl.DataFrame, workload:str='heavy') -> list[float]:
-    from researchkit.claims import select
     s = select(df, 'exec_s', experiment='ec', workload=workload) if 'workload' in df.columns else pl.DataFrame()
     return sorted(s['budget'].unique().to_list()) if s.height else []
 
 def _cores(df:pl.DataFrame, b:float) -> str:
-    from researchkit.claims import select
     s = select(df, 'exec_s', experiment='ec', budget=b)
     return f"{b:g} cores (paper {s['paper_cores'][0]:g})" if s.height and 'paper_cores' in s.columns else f"{b:g} cores"
 
 def _median(df, metric, **flt) -> float|None:
-    from researchkit.claims import select
     s = select(df, metric, experiment='ec', **flt)
     return float(s['value'].median()) if s.height else None
 
 # %% ../../nbs/65_hlf_ec.ipynb #99ccc9dbs1
 def claims():
     "Claims 1-4 of the brief on the records."
-    from researchkit.claims import Claim, Ratio, all_hold, within, at_least, at_most, verdict, Verdict, select
     def code_of(df):
         c = main_code(df)
         if c is None: raise NotMeasurable('ec', 'no EC point was measured')
@@ -531,7 +525,6 @@ def claims():
 # %% ../../nbs/65_hlf_ec.ipynb #26da729b
 def ratio_table(df:pl.DataFrame) -> pl.DataFrame:
     "Every measured (workload, budget, code): EC/no-EC ratios of CPU usage and execution time (geometric mean, interval, n) and the block rate."
-    from researchkit.claims import Ratio, select
     s = select(df, 'exec_s', experiment='ec') if 'ec' in df.columns else pl.DataFrame()
     if s.is_empty(): return pl.DataFrame()
     rows = []
@@ -549,7 +542,6 @@ def ratio_table(df:pl.DataFrame) -> pl.DataFrame:
 
 def table2(df:pl.DataFrame) -> pl.DataFrame:
     "Table 2 on this testbed: block generation rate (MB/s, EC off and on), TPS and execution time by workload and budget (medians)."
-    from researchkit.claims import select
     s = select(df, None, experiment='ec')
     if s.is_empty(): return pl.DataFrame()
     v = lambda m: pl.col('value').filter(pl.col('metric') == m).median()
@@ -561,7 +553,6 @@ def table2(df:pl.DataFrame) -> pl.DataFrame:
 
 def storage_table(df:pl.DataFrame) -> pl.DataFrame:
     "Per code: block-file bytes encoded by the measured peer, chunk bytes it kept, kept / file against 1/k and the paper's 1/14."
-    from researchkit.claims import select
     s = select(df, None, experiment='ec').filter(pl.col('metric').is_in(['kept_bytes', 'file_bytes']))
     if s.is_empty(): return pl.DataFrame()
     t = s.group_by('ec', 'k').agg(file_mib=pl.col('value').filter(pl.col('metric') == 'file_bytes').sum() / 2**20,
@@ -573,7 +564,6 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
     "Fig. 2, 3, 4 and the storage table from the records; the paper's numbers as labelled references."
     import altair as alt
     from researchkit.figures import save_chart, line_chart, bar_chart, table_figure
-    from researchkit.claims import select
     outdir, paths = pathlib.Path(outdir), []
     r, code = ratio_table(df), main_code(df)
     if r.height and code:
@@ -630,7 +620,6 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
 # %% ../../nbs/65_hlf_ec.ipynb #b1059de6
 def notes(df:pl.DataFrame) -> list[str]:
     "Markdown for the report: what the quick profile scales and why, Table 2, the ratios, storage, other codes and rebuilds."
-    from researchkit.claims import select
     out = []
     n = select(df, 'up_s', experiment='network')
     if n.height: out += [f"Network start-up (to ready): {n['value'].median():.1f} s; {int(n['peers'][0])} peers.", '']
@@ -672,15 +661,11 @@ def notes(df:pl.DataFrame) -> list[str]:
 
 def preflight(P:dict, inventory) -> None:
     "Checks before anything starts: the codes against the peers, and on a local testbed every budget within the measured peer's cpuset and this host's cores."
-    from researchkit.runtimes.container import node_limits
-    from researchkit.testbed.nodes import LocalNode
     check_params(P)
     if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
 
 def tool_versions(node) -> dict:
     "Fabric, rk-load and rk-ec versions, the Reed-Solomon library, for provenance."
-    from researchkit.ledger.spec import FABRIC_VERSION
-    from researchkit.testbed.tools import go_tools
     out = {'fabric': FABRIC_VERSION}
     for t in ('rk-load', 'rk-ec'):
         try: out[t] = go_tools()[t].version

@@ -9,10 +9,20 @@ from __future__ import annotations
 import math, time, pathlib
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
+from ..claims import Claim, Ratio, Verdict, all_hold, at_least, at_most, not_measurable_reason, optional, select, verdict, within
 from ..teardown import Teardown
 from ..runtimes.adapters import RUNTIMES
 from ..runtimes.container import CGROUP_PARENT
 from .contract import Study, ADAPTIVE, check_cpu_budgets
+from ..ledger.network import Network
+from ..ledger.pods import POD_BIN, PodNetwork, fabric_archive, fabric_tag
+from ..ledger.spec import FABRIC_VERSION, Limits, NetworkSpec, PAPER_FABRIC
+from ..monitor import Monitor, PodMonitor, downsample
+from ..runtimes.adapters import get_runtime
+from ..runtimes.container import node_limits
+from ..testbed.nodes import LocalNode
+from ..testbed.tools import go_tools
+from ..workloads.fabload import open_loop
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_OF', 'STANDIN_NOTE', 'VCPU_MECHANISM', 'SCHEMA',
@@ -168,7 +178,6 @@ BACKLOG_S = 0.5      # s: a load whose latency grows by more than this from the 
 
 def runtime_rows(P:dict, node) -> list[tuple[str, str, bool, str]]:
     "(role, runtime, ok, version or the measured reason) for the native, secure and stand-in runtimes on `node` (`Runtime.available`, no container started)."
-    from researchkit.runtimes.adapters import get_runtime
     out = []
     for role in ('native', 'secure', 'standin'):
         ok, why = get_runtime(P[role], node).available(deep=False)
@@ -236,7 +245,6 @@ class Bench:
 
     def network(self, runtime:str):
         "The running network of `runtime`, bringing it up (and the other one down) when needed."
-        from researchkit.ledger.spec import Limits
         net = self.nets.get(runtime, (None,))[0]
         if net is not None and net._up:
             self.net, self.runtime, self._td = net, runtime, self.nets[runtime][1]
@@ -251,12 +259,10 @@ class Bench:
 
     def make(self, spec, td:Teardown):
         "A network of `spec` on the campaign's testbed, not up yet."
-        from researchkit.ledger.network import Network
         return Network(spec, teardown=td, testbed=None if self.run.testbed.is_local else self.run.testbed)
 
     def bring_up(self, runtime:str, limits:dict):
         "Bring a network of `runtime` with `limits` (node, role or 'all' -> `Limits`) up, after that runtime's old one (and, unless `keep_both`, every other) is down; its up time is recorded (experiment `network`)."
-        from researchkit.ledger.spec import NetworkSpec
         if self.keep_both: self._close(runtime)
         else: self.close()
         P, run = self.P, self.run
@@ -280,7 +286,6 @@ class Bench:
 
     def monitor(self, net, td:Teardown):
         "The CPU monitor of the network's Fabric containers (their cgroups, sampled on the client CPUs), labelled with their roles."
-        from researchkit.monitor import Monitor
         inst = net.instances()
         return Monitor(inst, interval=self.P['monitor_interval_s'], cpus=str(self.P['client_cpus']), teardown=td,
                        labels={k: {'role': net.nodes[k].role} for k in inst})
@@ -320,7 +325,6 @@ class Bench:
         "The tx/s offered at point `pt`: its rate, or that fraction of the capacity measured at the largest budget (native's, or the secure runtime's), read back from the records."
         if pt['rate_unit'] == 'tx/s': return pt['rate']
         if self.capacity is None:
-            from researchkit.claims import select
             secure, df = pt['rate_unit'] == 'secure_capacity', self.run.records()
             whose = {'role': 'secure'} if secure else {'runtime': self.P['native']}
             c = select(df, 'capacity', experiment='calibration', **whose) if df.height and all(k in df.columns for k in whose) else pl.DataFrame()
@@ -334,7 +338,6 @@ class Bench:
 
     def load(self, pt:dict, rep:int, *, rate:float, series:bool=False, timeout:float|None=None) -> dict:
         "Set the point's quotas live, then run rk-load (open loop) under the monitor; metrics of the measured window (and with `series` the CPU-over-time records)."
-        from researchkit.workloads.fabload import open_loop
         P = self.P
         q = quotas(P, pt)
         net = self.configured(pt, q)
@@ -386,7 +389,6 @@ class Bench:
 
     def _series(self, pt:dict, rep:int, mon, ws:float):
         "CPU over time of every Fabric container (and, under runsc, per process class) as records of experiment `cpu_series` (t: s from the window's start)."
-        from researchkit.monitor import downsample
         base = {k: pt[k] for k in ('role', 'runtime', 'stands_in_for', 'budget', 'pcpu', 'rate', 'rate_unit') if k in pt}
         rows = [(r, 'all') for r in downsample(mon.frame(), SERIES_EVERY).iter_rows(named=True)] + \
                [(r, r['class']) for r in mon.classes().iter_rows(named=True)]
@@ -544,7 +546,6 @@ class PodBench(Bench):
 
     def configured(self, pt:dict, q:dict[str, float]):
         "The network of point `pt`'s runtime whose pods have the quotas `q` (role -> cores) as CPU limits; a new one when the runtime or the quotas change."
-        from researchkit.ledger.spec import Limits
         if self.net is not None and (self.runtime, self.quotas) == (pt['runtime'], q) and self.net._up: return self.net
         net = self.bring_up(pt['runtime'], {role: Limits(cpus=c, cpuset=str(self.P['fabric_cpus'])) for role, c in q.items()})
         self.quotas = dict(q)
@@ -552,19 +553,16 @@ class PodBench(Bench):
 
     def make(self, spec, td:Teardown):
         "A `PodNetwork` of `spec`: the Fabric pods on `fabric_node`, the client pod on `client_node`."
-        from researchkit.ledger.pods import PodNetwork
         return PodNetwork(spec, kube=self.kube, teardown=td, image=self.image, fabric_node=self.fabric_node, client_node=self.client_node)
 
     def monitor(self, net, td:Teardown):
         "A `PodMonitor` of the network's Fabric pods, labelled with their roles."
-        from researchkit.monitor import PodMonitor
         inst = net.instances()
         return PodMonitor({k: i.pod for k, i in inst.items()}, interval=self.P['monitor_interval_s'], teardown=td,
                           labels={k: {'role': net.nodes[k].role} for k in inst})
 
     def load_options(self) -> dict:
         "rk-load of the Fabric image, not in a cgroup of its own (a pod cannot make one: its CPU is rk-load's own getrusage)."
-        from researchkit.ledger.pods import POD_BIN
         return {'cgroup': False, 'binary': f"{POD_BIN}/rk-load"}
 
 POD_CPU_NOTE = ("each pod's own cgroup as the runtime shows it inside (PodMonitor): under runsc gVisor's account of the sandboxed "
@@ -574,7 +572,6 @@ POD_CPU_NOTE = ("each pod's own cgroup as the runtime shows it inside (PodMonito
 def measure_in_pods(run, P:dict) -> None:
     "The method on a Kubernetes testbed: the Fabric image (imported into a cluster on this machine, else the inventory's `images.fabric`), the runtimes that have a RuntimeClass, then the same sweeps on `PodBench`; the cluster's version, nodes, classes, the image and the placement in provenance."
     import json
-    from researchkit.ledger.pods import fabric_archive, fabric_tag
     check_params(P)
     kube = run.testbed.kube
     c = kube.check()
@@ -611,20 +608,17 @@ BARELY = (0.95, 1.05)  # claim 4: more orderer vCPU at the same peer vCPU change
 
 def _key_vals(df:pl.DataFrame, metric:str, how:str='median', **flt) -> dict[tuple, float]:
     "(campaign, testbed, repetition) -> the metric's value over the rows matching `flt` (median, max or min over them)."
-    from researchkit.claims import select
     s = select(df, metric, **flt)
     if s.is_empty(): return {}
     agg = {'median': pl.col('value').median(), 'max': pl.col('value').max(), 'min': pl.col('value').min()}[how]
     return {(r['campaign'], r['testbed'], r['repetition']): r['value'] for r in s.group_by('campaign', 'testbed', 'repetition').agg(agg).iter_rows(named=True)}
 
 def _why(df:pl.DataFrame, what:str, **flt) -> str:
-    from researchkit.claims import not_measurable_reason
     flt = {k: v for k, v in flt.items() if k in df.columns}
     return not_measurable_reason(df, **flt) or f"no records of {what}"
 
 def _one_commit(df:pl.DataFrame, metric:str, flt:dict) -> float:
     "For TPS: one commit in the measured window (1 / its seconds), the least a window can resolve; else 0."
-    from researchkit.claims import select
     if metric != TPS or 'seconds' not in df.columns: return 0.0
     s = select(df, metric, **flt)['seconds'].drop_nulls()
     return 1 / max(s) if len(s) and max(s) > 0 else 0.0
@@ -645,22 +639,18 @@ def per_rep(df:pl.DataFrame, metric:str, num:dict, den:dict, *, den_how:str='med
 
 def decide_mean(xs:list[float], band, label:str):
     "Verdict on the geometric mean of per-repetition ratios: the t interval of their mean log (`claims.Ratio`), so no bound is ≤ 0 (until 2026-11-28 an arithmetic t interval: 'TPS secure/native 0.13 [95 % CI −0.44–0.71]')."
-    from researchkit.claims import Ratio
     return Ratio.of(xs).decide(band, label)
 
 def _budgets(df:pl.DataFrame, experiment:str, role:str|None=None) -> list[float]:
-    from researchkit.claims import select
     s = select(df, None, experiment=experiment, **({'role': role} if role else {}))
     return sorted(s['budget'].unique().to_list()) if s.height and 'budget' in s.columns else []
 
 def _first_rate(df:pl.DataFrame, experiment:str='budget') -> float|None:
-    from researchkit.claims import select
     s = select(df, TPS, experiment=experiment)
     return min(s['rate'].unique().to_list()) if s.height else None
 
 def secure_runtime(df:pl.DataFrame) -> tuple[str|None, str|None]:
     "(runtime measured in the secure role, the runtime it stands in for or None)."
-    from researchkit.claims import select
     s = select(df, TPS, experiment=['budget', 'vcpu'], role='secure') if 'role' in df.columns else pl.DataFrame()
     if s.is_empty(): return None, None
     rt = s['runtime'][0]
@@ -674,7 +664,6 @@ def secure_label(df:pl.DataFrame) -> str:
     return f"{rt} (stand-in for {sf}: {STANDIN_NOTE.get(rt, rt)})" if sf else rt
 
 def _pc(df:pl.DataFrame, b:float) -> str:
-    from researchkit.claims import select
     s = select(df, None, experiment=['budget', 'vcpu'], budget=b)
     p = s['pcpu'][0] if s.height and 'pcpu' in s.columns else None
     return f"{b:g} cores (paper {p:g} pCPU)" if p is not None else f"{b:g} cores"
@@ -694,7 +683,6 @@ def vcpu_against_native(df:pl.DataFrame, metric:str, budget:float, orderer, peer
 
 def vcpu_pairs(df:pl.DataFrame, budget:float) -> list[tuple]:
     "(orderer, peer) vCPU pairs measured under the secure runtime at `budget`."
-    from researchkit.claims import select
     s = select(df, TPS, experiment='vcpu', role='secure', budget=budget)
     return sorted({(r['orderer_vcpu'], r['peer_vcpu']) for r in s.select('orderer_vcpu', 'peer_vcpu').iter_rows(named=True)}) if s.height else []
 
@@ -703,7 +691,6 @@ def _f(x) -> str: return f"{x:g}"
 # %% ../../nbs/64_hlf_kata.ipynb #c012s1
 def claims():
     "Claims 1-4 of the brief on the records (the secure runtime named in every verdict: Kata, or the stand-in that ran in its role), and a row saying whether Kata itself ran."
-    from researchkit.claims import Claim, all_hold, within, at_least, at_most, optional, verdict, Verdict
     def who(df): return f"secure = {secure_label(df)}; "
     def c1(df):
         bs = _budgets(df, 'budget', 'secure')
@@ -761,7 +748,6 @@ def claims():
         v = all_hold(*parts)
         return Verdict(v.status, who(df) + v.measured, v.reason, v.needed)
     def kata_row(df):
-        from researchkit.claims import select, not_measurable_reason
         s = select(df, 'available', experiment='runtimes', runtime='kata') if 'runtime' in df.columns else pl.DataFrame()
         if s.is_empty():
             raise NotMeasurable('kata', (not_measurable_reason(df, experiment='runtimes', runtime='kata') if 'runtime' in df.columns else None)
@@ -793,7 +779,6 @@ def _label(df:pl.DataFrame) -> pl.Expr:
 
 def fig3_table(df:pl.DataFrame) -> pl.DataFrame:
     "Fig. 3's numbers per role and budget (the first rate): TPS, mean and p95 latency, Fabric CPU (medians, TPS and CPU with their IQR), achieved send rate, n."
-    from researchkit.claims import select
     s = select(df, None, experiment='budget')
     if s.is_empty(): return pl.DataFrame()
     rate = _first_rate(df)
@@ -821,7 +806,6 @@ def optional_ratio(df, metric, b):
     except NotMeasurable: return None
 
 def _pcpu_of(df:pl.DataFrame, b:float) -> float|None:
-    from researchkit.claims import select
     s = select(df, None, experiment=['budget', 'vcpu'], budget=b)
     return float(s['pcpu'][0]) if s.height else None
 
@@ -834,7 +818,6 @@ def paper_ratios() -> pl.DataFrame:
 
 def fig4_table(df:pl.DataFrame) -> pl.DataFrame:
     "Fig. 4's numbers: per budget and (orderer, peer) vCPU pair, the secure runtime's TPS and latency (medians), native's best TPS and lowest latency at that budget, the gaps."
-    from researchkit.claims import select
     s = select(df, None, experiment='vcpu', role='secure')
     if s.is_empty(): return pl.DataFrame()
     rate = _first_rate(df, 'vcpu')
@@ -880,7 +863,6 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
     r = fig3_ratios(df)
     ref = paper_ratios()
     unit = ''
-    from researchkit.claims import select
     o = select(df, 'offered_rate', experiment='budget')
     if o.height: unit = f"offered {o['value'].median():.0f} tx/s"
     if t.height:
@@ -938,7 +920,6 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
 
 def rate_check_note(df:pl.DataFrame) -> str:
     "The report's sentence on the check loads that set the offered rate (experiment `rate_check`), or ''."
-    from researchkit.claims import select
     ch = select(df, 'carried', experiment='rate_check')
     if ch.is_empty(): return ''
     rows = list(ch.sort('repetition', 'step').iter_rows(named=True))
@@ -957,7 +938,6 @@ def rate_check_note(df:pl.DataFrame) -> str:
 # %% ../../nbs/64_hlf_kata.ipynb #c016s2
 def notes(df:pl.DataFrame) -> list[str]:
     "Markdown for the report: which runtime stood in for Kata and why, the calibrated capacities and the offered rate, network start-up, Fig. 3 and Fig. 4 tables."
-    from researchkit.claims import select, not_measurable_reason
     out = []
     sec = secure_label(df)
     kata = not_measurable_reason(df, experiment='runtimes', runtime='kata') if 'runtime' in df.columns else None
@@ -1010,8 +990,6 @@ def notes(df:pl.DataFrame) -> list[str]:
 # %% ../../nbs/64_hlf_kata.ipynb #c019
 def preflight(P:dict, inventory) -> None:
     "Checks the CLI runs before anything starts: the vCPU pairs within their budgets, and on a local testbed every budget within the Fabric cpuset and this machine's cores."
-    from researchkit.runtimes.container import node_limits
-    from researchkit.testbed.nodes import LocalNode
     check_params(P)
     if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
     if inventory.kind == 'kubernetes':
@@ -1020,9 +998,6 @@ def preflight(P:dict, inventory) -> None:
 
 def tool_versions(node) -> dict:
     "Fabric, rk-load and the runtimes' versions (Kata: why it cannot run), for provenance; in a pod (a Kubernetes testbed) no runtime's: `measure_in_pods` adds the cluster's classes."
-    from researchkit.ledger.spec import FABRIC_VERSION, PAPER_FABRIC
-    from researchkit.runtimes.adapters import get_runtime
-    from researchkit.testbed.tools import go_tools
     out = {'fabric': FABRIC_VERSION, 'paper_fabric': PAPER_FABRIC[:60]}
     try: out['rk-load'] = go_tools()['rk-load'].version
     except Exception as e: out['rk-load'] = f"unknown: {e}"[:80]

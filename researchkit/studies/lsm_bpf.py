@@ -9,12 +9,21 @@ from __future__ import annotations
 import errno, functools, os, pathlib, shlex
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table, current_run_id
+from ..claims import Claim, Ratio, Verdict, all_hold, at_least, at_most, not_measurable_reason, ratio, select, verdict, within
 from ..teardown import Teardown
 from ..results.records import NOT_MEASURABLE
 from .contract import Study, ADAPTIVE
 from ..policy.rules import Rules, synthetic, FILLER_DIR
 from ..policy.mechanisms import Policy, check_enforcement, EnforcementError, MECHANISMS
 from ..policy.remote import policy_on
+from ..networks.datapaths import Topology, testbed_hosts
+from ..policy.bpfprog import libbpf_version
+from ..policy.mechanisms import mechanism_rows
+from ..runtimes.adapters import get_runtime
+from ..runtimes.cnode import ContainerNode
+from ..runtimes.container import Mount
+from ..runtimes.rootfs import WEB_PACKAGES, rootfs_image
+from ..workloads.webapp import http_ready, web_container
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'FILE_MECHANISMS', 'NET_MECHANISMS', 'FIO_VARIANTS', 'WRK_VARIANTS', 'PERCALL_MODES',
@@ -115,9 +124,6 @@ def policy_rules(n:int) -> Rules:
 class Bench:
     "What the sweeps share: two pods on a bridge, the web server in the first, the blocked-files directory, and per point a policy."
     def __init__(self, run, P:dict):
-        from researchkit.networks.datapaths import Topology, testbed_hosts
-        from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
-        from researchkit.runtimes.adapters import get_runtime
         self.run, self.P, self.td = run, P, run.teardown
         self.host = run.testbed.hosts()[0]
         tb = run.testbed   # the pods on the testbed's first host (this machine's namespaces on the local testbed)
@@ -145,7 +151,6 @@ class Bench:
 
     def fresh_web(self):
         "(Re)start the web server: every wrk run meets the same server (Apache's prefork grows from 5 to ~100 processes under load, and its throughput drifts with it)."
-        from researchkit.workloads.webapp import web_container, http_ready
         if self._web_td is not None: self._web_td.close()
         self.web_starts += 1
         self._web_td = Teardown(self.td.ledger)
@@ -155,8 +160,6 @@ class Bench:
 
     def node(self, policy, *, netns:str|None=None, cpus=None, tmpfs:bool=False, proofs:list|None=None):
         "A `ContainerNode` (runc) whose every command runs under `policy` (None: no policy), proven to enforce first."
-        from researchkit.runtimes.cnode import ContainerNode
-        from researchkit.runtimes.container import Mount
         mounts = [Mount(self.blocked_dir, FILLER_DIR, readonly=True)]
         if tmpfs: mounts.append(Mount('tmpfs', WORK_DIR, type='tmpfs', options=(f'size={WORK_TMPFS_MB}m',)))
         def on_start(inst):
@@ -259,19 +262,16 @@ FLAT_WORKLOAD = 0.95       # ... and a workload keeps at least 95 % of its throu
 
 def _mechanisms(df:pl.DataFrame, experiment:str) -> list[str]:
     "Mechanisms with measured records in `experiment` (not-measurable ones have none)."
-    from researchkit.claims import select
     s = select(df, None, experiment=experiment)
     s = s.filter(pl.col('metric') != NOT_MEASURABLE) if s.height else s
     return sorted(m for m in s['mechanism'].unique().to_list() if m != 'none') if s.height else []
 
 def _rule_range(df:pl.DataFrame, experiment:str, mechanism:str) -> tuple[int, int]:
-    from researchkit.claims import select
     r = select(df, None, experiment=experiment, mechanism=mechanism)['rules']
     return int(r.min()), int(r.max())
 
 def enforcement_cost(df:pl.DataFrame, experiment:str, metric:str, variant:str, mechanism:str, rules:int|None=None):
     "Paired ratio (per repetition) of `metric` under `mechanism` at `rules` (default: the fewest) to the same run without enforcement."
-    from researchkit.claims import ratio
     rules = rules if rules is not None else _rule_range(df, experiment, mechanism)[0]
     return ratio(df, metric, ['variant'], {'experiment': experiment, 'variant': variant, 'mechanism': mechanism, 'rules': rules},
                  {'experiment': experiment, 'variant': variant, 'mechanism': 'none'})
@@ -284,7 +284,6 @@ def direct_cost(df:pl.DataFrame, experiment:str, variant:str, mechanism:str) -> 
     firing count, else the workload's count of the hooked call) × the ns the mechanism adds to that call (the per-call
     experiment, same repetition, against no program) / the run's time. Assumes enforcement costs its per-call work alone,
     on the workload's path (no indirect cost: caches, scheduling); then 1 − share is its throughput with / without."""
-    from researchkit.claims import select
     rules = _rule_range(df, experiment, mechanism)[0]
     def per_rep(metric, **f):
         s = select(df, metric, **f)
@@ -304,7 +303,6 @@ def direct_cost(df:pl.DataFrame, experiment:str, variant:str, mechanism:str) -> 
 
 def rule_growth(df:pl.DataFrame, experiment:str, metric:str, mechanism:str, by:dict):
     "Paired ratio of `metric` at the most rules to the fewest, for `mechanism` (by: the other point columns, e.g. {'mode': 'open'})."
-    from researchkit.claims import ratio
     lo, hi = _rule_range(df, experiment, mechanism)
     if lo == hi: raise NotMeasurable(f"{mechanism} rule growth", f"only one rule count ({lo}) was measured")
     f = {'experiment': experiment, 'mechanism': mechanism, **by}
@@ -313,12 +311,10 @@ def rule_growth(df:pl.DataFrame, experiment:str, metric:str, mechanism:str, by:d
 # %% ../../nbs/63_lsm_bpf.ipynb #c013s1
 def claims():
     "Claims 1 and 2 of the paper on every mechanism measured, and one row per mechanism: does it enforce the deny-list, and what is it."
-    from researchkit.claims import Claim, Verdict, verdict, within, at_most, at_least, all_hold
     def c1(df):
         # Decided on the enforcement's direct cost (`direct_cost`: hooked calls x ns added per call / run time, from the same
         # runs), the tightest measure of the effect this host has: the end-to-end throughput ratios, shown beside it, swing
         # +-40 % between 1-s runs (`make bench`: hundreds of repetitions to decide a 2-10 % band). Its assumption, in the verdict.
-        from researchkit.claims import Ratio
         parts, beside = [], []
         for what, exp, metric, variant in (('files', 'fio', 'write_bw', 'paper'), ('network', 'wrk', 'transfer_per_s', 'keepalive')):
             for m in _mechanisms(df, exp):
@@ -357,7 +353,6 @@ def claims():
         return Verdict(v.status, v.measured + note + (f" ({told})" if told else ''), v.reason, v.needed, v.finer, v.leans)
     def mechanism_row(name):
         def check(df):
-            from researchkit.claims import select, not_measurable_reason
             got = select(df, None, experiment='enforcement', mechanism=name) if 'mechanism' in df.columns else df.clear()
             if got.is_empty(): raise NotMeasurable(name, not_measurable_reason(df, experiment='enforcement', mechanism=name) or 'not part of this campaign')
             v = {r['metric']: r['value'] for r in got.iter_rows(named=True)}
@@ -390,7 +385,6 @@ def claims():
 # %% ../../nbs/63_lsm_bpf.ipynb #c017
 def against_none(df:pl.DataFrame, experiment:str, metric:str, by:list[str], *, added:bool=False) -> pl.DataFrame:
     "Per repetition, `metric` of every enforced run against the same repetition's run without enforcement (same `by` values): their ratio, or with `added` their difference; median, q1, q3 over repetitions, and the unenforced median (`base`)."
-    from researchkit.claims import select
     s = select(df, metric, experiment=experiment)
     if s.is_empty(): return s
     keys = [*by, *[k for k in ('campaign', 'testbed', 'repetition') if k in s.columns]]
@@ -408,7 +402,6 @@ def added_ns(df:pl.DataFrame) -> pl.DataFrame:
 
 def table2(df:pl.DataFrame) -> pl.DataFrame:
     "Table 2 per mechanism, at the fewest rules: latency and throughput with (O) and without (X) enforcement, medians over repetitions, and the change."
-    from researchkit.claims import select
     rows = []
     for exp, variant, lat, thr, lat_unit, thr_unit, scale in (
             ('fio', 'paper', 'write_clat_mean_ns', 'write_bw', 'ns', 'GiB/s', 1 / 2**30),
@@ -433,7 +426,6 @@ def table2(df:pl.DataFrame) -> pl.DataFrame:
 
 def hook_table(df:pl.DataFrame) -> pl.DataFrame:
     "How often the policy's hooks fired per run (median over repetitions), per workload and mechanism, at the fewest rules."
-    from researchkit.claims import select
     s = select(df, 'hook_fired')
     if s.is_empty(): return pl.DataFrame()
     s = s.with_columns(pl.coalesce(pl.col('variant') if 'variant' in s.columns else pl.lit(None),
@@ -504,8 +496,6 @@ def notes(df:pl.DataFrame) -> list[str]:
 def tool_versions(node) -> dict:
     "Versions of fio, wrk, rk-trigger, libbpf and what each policy mechanism gave when tried on `node` (for provenance)."
     from researchkit.workloads import fio, wrk, trigger
-    from researchkit.policy.bpfprog import libbpf_version
-    from researchkit.policy.mechanisms import mechanism_rows
     out = {**fio.tool_versions(node), **wrk.tool_versions(node), **trigger.tool_versions(), 'libbpf': libbpf_version()}
     out.update({f"mechanism:{n}": (why if ok else f"unavailable: {why}")[:160] for n, ok, why in mechanism_rows()})
     return out

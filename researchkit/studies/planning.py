@@ -9,6 +9,12 @@ from __future__ import annotations
 import json, statistics
 import polars as pl
 from ..core import ConfigError
+from ..claims import evaluate
+from ..results.store import ResultStore
+from .campaign import custom_fields, output_dirs, recorded_custom, resolve_params
+from .catalog import get_study, load_params
+from .contract import REPRODUCTION_PROFILE, check_testbed_kind
+from ..testbed.inventory import load_inventory
 
 # %% auto #0
 __all__ = ['LENGTH_KEYS', 'planned_work', 'planned_load', 'recorded_costs', 'estimate_wall', 'not_measurable_here', 'plan_study',
@@ -30,7 +36,6 @@ def planned_load(study, P:dict) -> tuple[int, float]:
 # %% ../../nbs/59c_planning.ipynb #c008
 def _complete(study, roots, testbed:str):
     "(store, campaign row) of every complete campaign of `study` on `testbed` in the record directories `roots`, oldest first."
-    from researchkit.results.store import ResultStore
     out = []
     for root in dict.fromkeys(map(str, roots)):
         st = ResultStore(root)
@@ -41,7 +46,6 @@ def _complete(study, roots, testbed:str):
 
 def recorded_costs(study, roots, testbed:str) -> pl.DataFrame:
     "One row per complete campaign of `study` on `testbed` in the record directories `roots`: campaign, profile, wall_s (the runs' wall time, summed over resumed runs), last (its end), custom (what it set otherwise than its profile)."
-    from researchkit.studies.campaign import recorded_custom
     rows = []
     for st, c in _complete(study, roots, testbed):
         df = st.campaign_records(study.name, c['campaign'], expand=False)
@@ -53,8 +57,6 @@ def recorded_costs(study, roots, testbed:str) -> pl.DataFrame:
 # %% ../../nbs/59c_planning.ipynb #c011
 def estimate_wall(study, P:dict, profile:str, costs:pl.DataFrame) -> dict:
     "The wall time to expect for `P`: the recorded campaigns of the same profile as run (median, range), else from the latest recorded campaign: what it spent per point-repetition besides its points' load, times the planned point-repetitions, plus the planned load (`planned_load`); {} when nothing is recorded."
-    from researchkit.studies.catalog import load_params
-    from researchkit.studies.campaign import custom_fields
     if costs.is_empty(): return {}
     as_is = not custom_fields(study, profile, P)
     same = costs.filter((pl.col('profile') == profile) & (pl.col('custom') == '{}')) if as_is else costs.clear()
@@ -74,7 +76,6 @@ def estimate_wall(study, P:dict, profile:str, costs:pl.DataFrame) -> dict:
 # %% ../../nbs/59c_planning.ipynb #c014
 def not_measurable_here(study, roots, testbed:str, profile:str) -> tuple[str|None, list[tuple[str, str]]]:
     "(campaign, [(claim id, reason)]) of the claims the latest complete campaign on `testbed` in `roots` (of `profile` if there is one) found not measurable; (None, []) when none is recorded."
-    from researchkit.claims import evaluate
     got = _complete(study, roots, testbed)
     if not got: return None, []
     st, c = ([g for g in got if g[1]['profile'] == profile] or got)[-1]
@@ -85,10 +86,6 @@ def not_measurable_here(study, roots, testbed:str, profile:str) -> tuple[str|Non
 # %% ../../nbs/59c_planning.ipynb #c017
 def plan_study(name:str, profile:str='quick', *, testbed:str='local', overrides:dict|None=None, results_root=None) -> dict:
     "What a run of study `name` with `profile` (and `overrides`) on `testbed` would do and cost, from its parameters and the records alone: nothing starts. Bad input raises `ConfigError` naming the field."
-    from researchkit.studies.catalog import get_study
-    from researchkit.studies.campaign import resolve_params, output_dirs
-    from researchkit.studies.contract import REPRODUCTION_PROFILE, check_testbed_kind
-    from researchkit.testbed.inventory import load_inventory
     study = get_study(name)
     inv = load_inventory(testbed)
     check_testbed_kind(study, inv)   # what a run refuses, before its parameters

@@ -10,12 +10,22 @@ import math, pathlib, time
 from typing import NamedTuple
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
+from ..claims import Claim, Finer, Verdict, all_hold, at_least, at_most, decide, log_t_interval, not_measurable_reason, select, summarize, t_interval, verdict, within
 from ..teardown import Teardown
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
 from ..core import validate
 from ..runtimes.adapters import RUNSC_DEFAULTS, RUNSC_CHOICES, runsc_config, runsc_label
 from ..workloads.webapp import APP_PLACES
+from ..networks.datapaths import Topology, testbed_hosts
+from ..results.records import NOT_MEASURABLE
+from ..runtimes.adapters import get_runtime, runtime_rows
+from ..runtimes.container import parse_cpulist
+from ..runtimes.kube_cluster import deb_entries, image_archive
+from ..runtimes.rootfs import WEB_PACKAGES, rootfs_image
+from ..testbed.kube import PodNode
+from ..workloads.vegeta import attack
+from ..workloads.webapp import DOCROOT, PORT, SITES_DIR, START_CMD, app_files, endpoint_url, http_ready, web_container
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
@@ -121,7 +131,6 @@ SCHEMA = {
 # %% ../../nbs/62_runtimes_web.ipynb #c009
 def check_host(P:dict, cores:int, *, where:str='') -> None:
     "`ConfigError` naming the field if the server's quota or cpuset, or the client's CPUs, do not fit `cores`."
-    from researchkit.runtimes.container import parse_cpulist
     w = (lambda f: f"{where}.{f}" if where else f)
     for f in ('server_cpus', 'client_cpus'):
         try: cpus = parse_cpulist(P[f])
@@ -219,7 +228,6 @@ class Servers:
         teardown.callback('runtimes-web server', self.close)
 
     def url(self, endpoint:str) -> str:
-        from researchkit.workloads.webapp import endpoint_url
         return endpoint_url(self.server_pod.ip, endpoint)
 
     def get(self, runtime:str, config:str='default'):
@@ -271,8 +279,6 @@ class Servers:
         return have
 
     def start(self, runtime:str, config:str='default'):
-        from researchkit.runtimes.adapters import get_runtime
-        from researchkit.workloads.webapp import web_container, http_ready
         self.close()
         cfg = self.configs[config]
         rt = get_runtime(runtime, self.node, config=cfg['runsc'] if runtime == 'runsc' else None)
@@ -321,7 +327,6 @@ def tool_versions(node, image=None, P:dict|None=None) -> dict:
     "Versions of the runtimes, vegeta, wrk, Apache and PHP this study runs on `node`; with `P`, the server configurations (`configs`) too. In a pod (a Kubernetes testbed) none: `measure_in_pods` gives the cluster's."
     import json
     if getattr(node, 'kind', None) == 'pod': return {}
-    from researchkit.runtimes.adapters import runtime_rows
     from researchkit.workloads import vegeta, wrk
     out = {f"runtime:{name}": (reason if ok else f"unavailable: {reason}")[:120] for name, ok, reason in runtime_rows(node)}
     out.update(vegeta.tool_versions(node)); out.update(wrk.tool_versions(node))
@@ -338,7 +343,6 @@ def tool_versions(node, image=None, P:dict|None=None) -> dict:
 
 def measure_fn(P:dict, servers:Servers):
     "The `measure(point, repetition)` callable of the load sweep."
-    from researchkit.workloads.vegeta import attack
     collapsed: dict[tuple, float] = {}   # (runtime, endpoint, repetition) -> the rate where success fell to COLLAPSE
     left: dict[tuple, dict] = {}         # (runtime, endpoint, repetition) -> {rate: Apache's processes its point left (None: not counted, or its server closed)}
     def measure(pt:dict, rep:int) -> dict:
@@ -447,8 +451,6 @@ def sweeps(run, P:dict, servers, tools:dict) -> None:
 # %% ../../nbs/62_runtimes_web.ipynb #c033
 def measure(run, P:dict) -> None:
     "The method on the campaign `run`: the image, two pods joined by a bridge, the server container, then each repetition's closed-loop cross-check and open-loop curves, runtime by runtime and endpoint by endpoint (`sweeps`, resuming)."
-    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
-    from researchkit.networks.datapaths import Topology, testbed_hosts
     tb = run.testbed
     if tb.kube is not None: return measure_in_pods(run, P)
     server_host = tb.hosts()[0]
@@ -466,14 +468,11 @@ CLIENT_DEBS = ('wrk', 'libluajit-5.1-2')   # the closed loop's load tool and its
 
 def client_debs() -> list[tuple[str, str|None, str|None]]:
     "The programs and libraries of `CLIENT_DEBS` as image entries, taken from this host's Debian packages (the same release as the image: `make setup` installs them from apt.txt), so that a pod of the web image can run the closed loop too."
-    from researchkit.runtimes.kube_cluster import deb_entries
     return deb_entries(CLIENT_DEBS, 'web image')
 
 def web_tag(**kw) -> str:
     "The web image's tag: a function of the root filesystem (its content key), the app's files and the client tools' package versions."
     import hashlib, json, subprocess
-    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
-    from researchkit.workloads.webapp import app_files
     debs = subprocess.run(['dpkg-query', '-W', *CLIENT_DEBS], capture_output=True, text=True).stdout
     key = {'root': pathlib.Path(rootfs_image(WEB_PACKAGES)).name, 'files': app_files(**kw), 'client': debs}
     return f"researchkit.local/web:{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]}"
@@ -482,9 +481,6 @@ def web_archive(dest:str,               # where to write the docker-archive tar
                 **kw,                   # `app_files` options (io_file_bytes, access_log)
                ) -> pathlib.Path:
     "The web app's image: the study's root filesystem (Apache + PHP, `rootfs_image`) with the app in it and Debian's default site left out, and wrk (`client_debs`: the client pod runs this image too), one layer."
-    from researchkit.runtimes.rootfs import rootfs_image, WEB_PACKAGES
-    from researchkit.runtimes.kube_cluster import image_archive
-    from researchkit.workloads.webapp import app_files, DOCROOT, SITES_DIR, START_CMD
     root, files = rootfs_image(WEB_PACKAGES), app_files(**kw)
     entries = [(DOCROOT, None, None)] + [(f"{DOCROOT}/{r[4:]}" if r.startswith('www/') else f"{SITES_DIR}/{r[6:]}", t.encode(), None)
                                           for r, t in sorted(files.items())] + client_debs()
@@ -495,7 +491,6 @@ class PodServers:
     "`Servers` on a Kubernetes testbed: the server a pod of the runtime's RuntimeClass, (re)started on demand; the load generator a pod of its own, of the same image (it carries wrk; vegeta is copied in)."
     def __init__(self, teardown:Teardown, P:dict, *, kube, image:str):
         from types import SimpleNamespace
-        from researchkit.testbed.kube import PodNode
         self.td, self.P, self.kube, self.image = teardown, P, kube, image
         self.configs = configs(P)
         have = kube.check()['nodes']   # (those the inventory's node_selector allows)
@@ -513,7 +508,6 @@ class PodServers:
         teardown.callback('runtimes-web server pod', self.close)
 
     def url(self, endpoint:str) -> str:
-        from researchkit.workloads.webapp import endpoint_url, PORT
         url = endpoint_url(self.pod.ip, endpoint)   # with the port spelled out: the image has no /etc/services, where wrk looks 'http' up
         return url.replace(f"//{self.pod.ip}/", f"//{self.pod.ip}:{PORT}/", 1)
 
@@ -521,9 +515,7 @@ class PodServers:
     rest, replaced = None, False   # a pod's processes are not counted here: its pool is never replaced for being above rest
 
     def start(self, runtime:str, config:str='default'):
-        from researchkit.testbed.kube import PodNode
         import shlex
-        from researchkit.workloads.webapp import START_CMD
         self.close()
         if config != 'default': raise NotMeasurable(f"{runtime} {config}", "runsc's configuration variants are set through the runsc shim's own config on a cluster, not per pod")
         try: self.kube.runtime_class(runtime)
@@ -575,7 +567,6 @@ def measure_in_pods(run, P:dict) -> None:
 # %% ../../nbs/62_runtimes_web.ipynb #c020
 def curve(df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate') -> pl.DataFrame:
     "rate, median, q1, q3, n of `metric` over repetitions."
-    from researchkit.claims import select, summarize
     s = select(df, metric, experiment='load', runtime=runtime, endpoint=endpoint)
     return s if s.is_empty() else summarize(s, ['rate'], metric)
 
@@ -602,7 +593,6 @@ def gap(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc') -> tuple[flo
 
 def several_requests(df:pl.DataFrame, experiment:str='load') -> pl.DataFrame:
     "`df` without the points of `experiment` that sent fewer than 2 requests: vegeta reports such a point as answered at the rate it was sent (one request in a 1-s attack reads 1 req/s), which says nothing of a capacity."
-    from researchkit.claims import select
     one = select(df, 'requests', experiment=experiment).filter(pl.col('value') < 2).select('point_key', 'repetition', 'campaign')
     return df.join(one, on=['point_key', 'repetition', 'campaign'], how='anti') if one.height else df
 
@@ -641,7 +631,6 @@ def grid_step(df:pl.DataFrame, endpoint:str|None=None) -> float:
     return steps[len(steps) // 2] if steps else 10 ** 0.1
 
 def select_load(df:pl.DataFrame, metric:str='success_rate', **where) -> pl.DataFrame:
-    from researchkit.claims import select
     return select(df, metric, experiment='load', **where)
 
 class RepCurves:
@@ -649,7 +638,6 @@ class RepCurves:
     def __init__(self, df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate'):
         s = select_load(df, metric, runtime=runtime, endpoint=endpoint)
         if s.is_empty():
-            from researchkit.claims import not_measurable_reason
             why = not_measurable_reason(df, runtime=runtime, endpoint=endpoint) if 'runtime' in df.columns else None
             raise NotMeasurable(f"{runtime} {endpoint}", why or f"no records of {runtime} on the {endpoint} endpoint")
         self.runtime, self.endpoint = runtime, endpoint
@@ -698,7 +686,6 @@ class RepCurves:
 
     def finer(self, cell:tuple[float, float], what:str='knee') -> tuple:
         "The `claims.Finer` point halving `cell` (its geometric middle, to 3 significant digits), when the curve ran both its ends and it is wider than the paper's grid step (10 rates a decade: finer says nothing the paper could); else ()."
-        from researchkit.claims import Finer
         lo, hi = cell
         if lo <= 0 or lo not in self.rates or hi not in self.rates or hi / lo <= PAPER_GRID_STEP * 1.01: return ()
         mid = float(f"{math.sqrt(lo * hi):.3g}")
@@ -707,7 +694,6 @@ class RepCurves:
 
 def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|None=None, below_a:float=SUCCESS_KNEE):
     "(estimate, low, high, n, both knees inside the grid, (resolution low, high), the `Finer` points halving the knees' cells): the geometric mean over repetitions of each repetition's knee of (a, endpoint) over its knee of (b, b_endpoint) (interpolated knees; a repetition of every curve ran in the same pass, so they pair), with the t interval of the mean log ratio (until 2026-11-28 a percentile bootstrap over 3 repetitions: about their min–max, covering far less than 95 %). The interval is never narrower than the knees' resolution: the ratio of the grid cells they fell in (0 or ∞ on the side a knee below the grid leaves open)."
-    from researchkit.claims import log_t_interval
     ca, cb = RepCurves(df, a, endpoint), RepCurves(df, b, b_endpoint or endpoint)
     reps = sorted(set(ca.reps) & set(cb.reps))
     if not reps: raise NotMeasurable(f"{a}/{b} {endpoint}", "no repetition measured both")
@@ -720,7 +706,6 @@ def knee_ratio(df:pl.DataFrame, a:str, b:str, endpoint:str, *, b_endpoint:str|No
 # %% ../../nbs/62_runtimes_web.ipynb #c024s1
 def _decide_knees(kr, band, label):
     "Decide a knee ratio; when the grid's resolution alone straddles the band, say so (a finer grid, not more repetitions, would decide it) and name the points between the grid's rates that would narrow it (`Verdict.finer`: a campaign's adaptive rounds measure them)."
-    from researchkit.claims import decide, Verdict
     est, lo, hi, n, _, (rlo, rhi), finer = kr
     v = decide(est, lo, hi, band, n=n, label=label, scale='log')
     edges = [e for e in band.edges() if rlo < e < rhi]
@@ -752,7 +737,6 @@ def gaps(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc',
 
 def _seconds_verdict(xs:list[float], band, label:str):
     "A verdict on the t interval of per-repetition values in seconds."
-    from researchkit.claims import t_interval, decide
     return decide(*t_interval(xs), band, n=len(xs), label=label, digits=3)
 
 def _named(check):
@@ -766,7 +750,6 @@ def _named(check):
 
 def claims():
     "The brief's four claims, plus Kata's row (the hlf-kata runtime), each decided on intervals over repetitions."
-    from researchkit.claims import Claim, verdict, at_least, at_most, within, all_hold
     def c1(df):
         parts = []
         for ep in ENDPOINTS:
@@ -817,7 +800,6 @@ def claims():
 
 # %% ../../nbs/62_runtimes_web.ipynb #c028
 def _curves(df, metric) -> pl.DataFrame:
-    from researchkit.claims import select, summarize
     s = select(df, metric, experiment='load')
     return s if s.is_empty() else summarize(s, ['endpoint', 'runtime', 'rate'], metric)
 
@@ -886,7 +868,6 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
 # %% ../../nbs/62_runtimes_web.ipynb #c030
 def cpu_table(df:pl.DataFrame) -> pl.DataFrame:
     "Container CPU ms per successful request, per runtime × endpoint, over points below the knee (success ≥ 99 %), and the ratio to runc."
-    from researchkit.claims import select
     s = select(df, 'cpu_s_per_request', experiment='load')
     if s.is_empty(): return s
     ok = select(df, 'success_rate', experiment='load').filter(pl.col('value') >= SUCCESS_KNEE).select('point_key', 'repetition', 'testbed', 'campaign')
@@ -939,7 +920,6 @@ def _agreement_lines(x:pl.DataFrame, detail:bool=True) -> list[str]:
 
 def _cpu_ratios(df:pl.DataFrame) -> pl.DataFrame:
     "Per keep-alive open-loop point with ≥ 99 % success: `l`, the log of its CPU per request over the closed loop's in the same repetition (of its campaign), and `above`, whether its rate is above that repetition's closed-loop served rate (wrk's requests/s in campaigns without it)."
-    from researchkit.claims import select
     key = ['point_key', 'repetition', 'campaign']
     ok = select(df, 'success_rate', experiment='load').filter(pl.col('value') >= SUCCESS_KNEE).select(*key)
     cpu = select(df, 'cpu_s_per_request', experiment='load').join(ok, on=key)
@@ -1006,7 +986,6 @@ def _pooled_lines(df:pl.DataFrame, other:pl.DataFrame) -> list[str]:
 # %% ../../nbs/62_runtimes_web.ipynb #c030s2
 def notes(df:pl.DataFrame, other:pl.DataFrame|None=None) -> list[str]:
     "Markdown for the report: knees and capacities, CPU per request, runtimes that could not run here and why; with `other` (the campaign before, `contract.study_notes`), the cross-check over both."
-    from researchkit.results.records import NOT_MEASURABLE
     out = []
     k = knee_table(df)
     if k.height: out += ['### Knees, capacity and response-time gaps', '', *markdown_table(k.columns, k.rows()), '']
@@ -1091,7 +1070,6 @@ def _per_rep(s:pl.DataFrame, by:list[str], how=pl.col('value').median()) -> pl.D
 
 def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
     "The closed-loop cross-check of one configuration: per endpoint × runtime × connections, requests/s (wrk's), the served rate (`closed_fn`; campaigns since 2026-11-27), mean latency, server busy share and CPU ms per request (median [min–max] over repetitions)."
-    from researchkit.claims import select
     s = select(df, 'throughput_rps', experiment='closed')
     if s.is_empty() or 'config' not in s.columns: return pl.DataFrame()
     by = ['endpoint', 'runtime', 'connections']
@@ -1157,7 +1135,6 @@ def _burst_pool(df:pl.DataFrame, pool:str) -> pl.DataFrame:
 
 def _open_loop_stats(df:pl.DataFrame, experiment:str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     "An open-loop experiment's (`load`: vegeta as the paper ran it; `burst`: a new connection per request) capacity, the most answers/s over its rates that sent at least 2 requests; the server's busy share at that point (container CPU over the time from the first request to the last answer); and CPU per request at its points with ≥ 99 % success; each per endpoint × runtime, over repetitions (med, lo, hi, n)."
-    from researchkit.claims import select
     key = ['point_key', 'repetition', 'campaign']
     ok = select(df, 'success_rate', experiment=experiment).filter(pl.col('value') >= SUCCESS_KNEE).select(*key)
     t = select(several_requests(df, experiment), 'throughput_rps', experiment=experiment)
@@ -1171,7 +1148,6 @@ def _open_loop_stats(df:pl.DataFrame, experiment:str) -> tuple[pl.DataFrame, pl.
 
 def _closed_default(df:pl.DataFrame, metric:str) -> pl.DataFrame:
     "The closed loop's `metric` in the default configuration (empty without closed-loop records)."
-    from researchkit.claims import select
     s = select(df, metric, experiment='closed')
     return s.filter(pl.col('config') == 'default') if s.height and 'config' in s.columns else s.clear()
 
@@ -1208,7 +1184,6 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
     runsc/runc ratios by each method; and whether each open loop agrees with the closed loop (`_agreement`, `AGREE`), the first
     one measured deciding `agree` (True: capacity and CPU per request agree; False: one disagrees; None: undecided) — without
     keep-alive where it was measured, the grown pool's first."""
-    from researchkit.claims import select
     if _closed_default(df, 'throughput_rps').is_empty() or select(df, 'throughput_rps', experiment='load').is_empty(): return pl.DataFrame()
     cname, (c_cap, c_cpu), opens = _methods(df)
     o_cap, o_busy, o_cpu = opens.pop('keep-alive')
@@ -1246,7 +1221,6 @@ def cross_check(df:pl.DataFrame) -> pl.DataFrame:
 
 def variants_table(df:pl.DataFrame) -> pl.DataFrame:
     "The runsc configurations measured in the closed loop (beyond the paper): per endpoint × configuration × runtime, requests/s (the served rate, or wrk's in campaigns without it) and CPU ms per request at the variants' connection count, and the ratios to runc in the default configuration."
-    from researchkit.claims import select
     s = select(df, 'throughput_rps', experiment='closed')
     if s.is_empty() or 'config' not in s.columns or s.filter(pl.col('config') != 'default').is_empty(): return pl.DataFrame()
     cs = sorted(set(s.filter(pl.col('config') != 'default')['connections'].to_list()))

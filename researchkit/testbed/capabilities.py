@@ -12,6 +12,7 @@ from ..core import ResearchkitError, NotMeasurable, current_run_id, cache_dir
 from ..teardown import Teardown
 from .nodes import Node, Result
 from .tools import compile_bpf
+from .tools import _root_expr, go_tools
 
 # %% auto #0
 __all__ = ['AREAS', 'LINK_TRIES', 'QDISC_TRIES', 'TC_BPF_SRC', 'BPF_PROG_TYPES', 'TOOLS', 'TOOL_DIRS', 'Cap', 'Capabilities',
@@ -307,7 +308,6 @@ def _version(tool:str, text:str) -> str|None:
 
 def probe_tools(node:Node, *, extra_dirs:list[str]=()) -> list[Cap]:
     "Each tool of `TOOLS`: present (with its version and path) or not found."
-    from researchkit.testbed.tools import go_tools, _root_expr
     pinned = [f"{_root_expr()}/{t.subdir}" for t in go_tools().values()]
     dirs = TOOL_DIRS + pinned + [str(cache_dir('bin'))] * (node.kind == 'local') + list(extra_dirs)
     out = node.run(_tool_script(dirs), check=False, timeout=120).stdout

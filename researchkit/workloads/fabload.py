@@ -13,6 +13,7 @@ from ..core import ConfigError, ResearchkitError, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, NetnsNode, Result, CommandFailed
 from ..runtimes.container import check_cpus
+from ..testbed.tools import go_tool
 
 # %% auto #0
 __all__ = ['GATEWAY_FIELDS', 'MAX_RATE', 'MAX_CLIENTS', 'MAX_SECONDS', 'MAX_PAYLOAD', 'ROW_SCHEMA', 'SHED', 'CGROUP_CPUACCT',
@@ -238,7 +239,6 @@ class LoadResult:
 # %% ../../nbs/38_fabload.ipynb #c016
 def rk_load_binary(node:Node|None=None) -> str:
     "Path of the pinned rk-load on `node` (`NotMeasurable` naming the install command if it is not built)."
-    from researchkit.testbed.tools import go_tool
     return go_tool('rk-load', node)
 
 CGROUP_CPUACCT = '/sys/fs/cgroup/cpuacct'

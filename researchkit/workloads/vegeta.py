@@ -10,6 +10,8 @@ import json, math, re, secrets, shlex
 from fractions import Fraction
 from ..core import ConfigError, ResearchkitError, current_run_id
 from ..testbed.nodes import Node, Result, CommandFailed
+from ..testbed.nodes import LocalNode
+from ..testbed.tools import go_tool
 
 # %% auto #0
 __all__ = ['VEGETA_VERSION', 'MAX_RATE', 'UNITS', 'MAX_ERRORS', 'check_rate', 'check_duration', 'check_timeout', 'rate_flag',
@@ -81,7 +83,6 @@ def parse_times(text:str) -> float:
 # %% ../../nbs/33_vegeta.ipynb #c011
 def vegeta_binary(node:Node|None=None) -> str:
     "Path of the pinned vegeta on `node` (`NotMeasurable` naming the install command if it is not built)."
-    from researchkit.testbed.tools import go_tool
     return go_tool('vegeta', node)
 
 def attack(node:Node,           # where vegeta runs (a client pod namespace, a remote host, ...)
@@ -132,7 +133,6 @@ def attack(node:Node,           # where vegeta runs (a client pod namespace, a r
 # %% ../../nbs/33_vegeta.ipynb #c012
 def tool_versions(node:Node|None=None, binary:str|None=None) -> dict[str, str]:
     "vegeta's module version (from the binary's build info, `go version -m`; else the pin) for provenance."
-    from researchkit.testbed.nodes import LocalNode
     node = node or LocalNode()
     try: veg = binary or vegeta_binary(node)
     except ResearchkitError: return {'vegeta': 'not installed'}
