@@ -368,8 +368,9 @@ def test_no_point_pays_for_shrinking_the_prefork_pool(runtime):
     print(f"{runtime}: MaxSpareServers -> (pool after 150 req/s, idle CPU ms/s at rest, after the burst, the next point's CPU ms/request) {seen}")
 
 
-# Not `exclusive`: how big a pool 40 req/s leaves depends on how fast the server answers, but every check is an order between
-# pools (a slower server, sharing the cores with other tests, leaves a bigger one) or a drain within 20 s of a 1-s point
+# exclusive: the pool left by 40 req/s and grown at 50 req/s depends on how fast the server answers (its CPU share); run beside
+# the other workers' tests (2026-11-28, 3 workers) runsc's point between came back without a pool count (KeyError 'pool_processes')
+@pytest.mark.exclusive
 @pytest.mark.parametrize('runtime', ['runc', 'runsc'])
 def test_a_point_between_the_grids_rates_starts_on_the_pool_the_point_below_left(runtime):
     """A refinement round measures a rate between two the sweep ran after the whole sweep, on whatever server is live then (a fresh
