@@ -2,7 +2,7 @@
 BPF programs and maps) must be gone at the end.
 
 `make test` runs the files on pytest-xdist workers (`-n TEST_WORKERS --dist loadgroup`, one more than the cores: a file's tests, and so its module fixtures,
-stay on one worker). The guard then runs in the controller, around both workers; a test marked `exclusive` (it compares the
+stay on one worker). The guard then runs in the controller, around all the workers; a test marked `exclusive` (it compares the
 whole host before and after, or measures time or CPU) runs while the other workers wait between their tests."""
 import fcntl, glob, json, os, subprocess, tempfile, time, pathlib, contextlib, pytest
 
@@ -148,7 +148,7 @@ class _Turns:
         self.f, self.mode = None, None
 
 _turns = _Turns()
-TIMELINE = os.environ.get('RK_TEST_TIMELINE')   # a file to append each test's turn and times to (`make test-timeline`)
+TIMELINE = os.environ.get('RK_TEST_TIMELINE')   # a file to append each test's turn and times to (`RK_TEST_TIMELINE=FILE make test`)
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
