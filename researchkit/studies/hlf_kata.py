@@ -28,12 +28,12 @@ from ..workloads.fabload import open_loop
 __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_OF', 'STANDIN_NOTE', 'VCPU_MECHANISM', 'SCHEMA',
            'SERIES_EVERY', 'CARRIED', 'CALIBRATION_LOADS', 'RATE_CHECKS', 'RATE_STEP', 'HEADROOM', 'BACKLOG_S',
            'PAIRED', 'POD_CPU_NOTE', 'TPS', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT',
-           'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'quotas', 'runtime_rows',
-           'block_tps', 'backlog_growth', 'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate', 'figure_only',
-           'measure', 'measure_with', 'pod_runtime_rows', 'runtimes_here', 'PodBench', 'measure_in_pods', 'per_rep',
-           'decide_mean', 'secure_runtime', 'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs',
-           'claims', 'fig3_table', 'fig3_ratios', 'optional_ratio', 'paper_ratios', 'fig4_table', 'figures',
-           'rate_check_note', 'notes', 'preflight', 'tool_versions']
+           'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'sweeps', 'quotas',
+           'runtime_rows', 'block_tps', 'backlog_growth', 'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate',
+           'figure_only', 'measure', 'measure_with', 'pod_runtime_rows', 'runtimes_here', 'PodBench', 'measure_in_pods',
+           'per_rep', 'decide_mean', 'secure_runtime', 'secure_label', 'budget_ratio', 'vcpu_against_native',
+           'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios', 'optional_ratio', 'paper_ratios', 'fig4_table',
+           'figures', 'rate_check_note', 'notes', 'preflight', 'tool_versions']
 
 # %% ../../nbs/64_hlf_kata.ipynb #c005
 NAME = 'hlf-kata'
@@ -84,8 +84,12 @@ SCHEMA = {
                       default=[], help="[{budget: cores (one of `budgets`), pairs: [[orderer vCPU, peer vCPU], ...]}] in paper vCPU units"),
         'runtimes': Field(list, item=str, choices=('native', 'secure'), default=['secure'],
                           help="roles measured at the pairs (the paper: Kata; native adds the pairs to its references)"),
+        'repetitions': Field(int, min=1, max=100, default=None,
+                             help="repetitions of the pairs claims read (None: `repetitions`); the orderer-heavy pairs below the largest budget, which no claim reads, run once"),
     },
     'repetitions': Field(int, min=1, max=100),
+    'ends_repetitions': Field(int, min=1, max=100, default=None,
+                              help="repetitions of the smallest and the largest budget's points, which claims 1 and 2 compare (None: `repetitions`; fewer than it: `repetitions`)"),
     'seconds': Field(float, min=0.5, max=3600, help='measured window per point (after the warm-up)'),
     'both_networks': Field(bool, default=False,
                            help="both runtimes' networks up at once, a budget's two runtimes loaded back to back in rounds, the idle one frozen "
@@ -156,6 +160,14 @@ def plan(P:dict,                       # validated parameters
         if role not in P['vcpu']['runtimes']: continue
         out['vcpu'] += [dict(**tag[role], budget=s['budget'], pcpu=pcpu(P, s['budget']), orderer_vcpu=o, peer_vcpu=p, **rates[0], seconds=P['seconds'])
                         for s in P['vcpu']['sets'] for o, p in s['pairs']]
+    return out
+
+def sweeps(P:dict, experiment:str, pts:list[dict]) -> list[tuple[list[dict], int]]:
+    "(points, repetitions) to sweep in turn for `experiment` ('budget' or 'vcpu'): every point to `repetitions` (vCPU pairs to `vcpu.repetitions`), then the smallest and the largest budget's points on to `ends_repetitions` (a sweep skips what is recorded)."
+    if experiment == 'vcpu': return [(pts, P['vcpu'].get('repetitions') or P['repetitions'])] if pts else []
+    out = [(pts, P['repetitions'])] if pts else []
+    ends = [p for p in pts if p['budget'] in (min(P['budgets']), max(P['budgets']))]
+    if ends and (P.get('ends_repetitions') or 0) > P['repetitions']: out.append((ends, P['ends_repetitions']))
     return out
 
 def quotas(P:dict, pt:dict) -> dict[str, float]:
@@ -495,22 +507,22 @@ def measure_with(run, P:dict,
         fn = lambda exp: lambda pt, rep: (measure_fn(exp, P, bench) if can[pt.get('role', 'native')][0]
                                           else _unavailable(can[pt.get('role', 'native')][1]))(pt, rep)
         both = bench.keep_both   # both networks up: every point after the calibrations, a budget's two runtimes back to back
-        points = lambda exp, pts: run.sweep(exp, pts, fn(exp), tools=tools, shuffle=bench.shuffle or both, pair=PAIRED if both else (),
-                                            figure_only=lambda p: figure_only(P, p))
+        def points(exp, pts):   # each experiment's sweeps (`sweeps`): the points claims compare get the repetitions they need
+            for part, reps in sweeps(P, exp, pts):
+                run.sweep(exp, part, fn(exp), repetitions=reps, tools=tools, shuffle=bench.shuffle or both, pair=PAIRED if both else (),
+                          figure_only=lambda p: figure_only(P, p))
         for role, ok, why in roles:   # per runtime its calibration; one network at a time: then every point of it, then the next
             cal = [p for p in pl_['calibration'] if p.get('role', 'native') == role]
             if cal: run.sweep('calibration', cal, fn('calibration'), repetitions=1, tools=tools)
             if both: continue
             for exp in ('budget', 'vcpu'):
-                pts = [p for p in pl_[exp] if p['role'] == role]
-                if pts: points(exp, pts)
+                points(exp, [p for p in pl_[exp] if p['role'] == role])
             bench.close()
         if both:
             for role, ok, why in roles:   # both up before the first point, also when a run resumes past the calibrations
                 rt = next((p['runtime'] for p in pl_['budget'] if p['role'] == role), None)
                 if ok and rt: bench.network(rt)
-            for exp in ('budget', 'vcpu'):
-                if pl_[exp]: points(exp, pl_[exp])
+            for exp in ('budget', 'vcpu'): points(exp, pl_[exp])
     finally:
         bench.close()
 
