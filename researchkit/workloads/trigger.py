@@ -17,12 +17,14 @@ __all__ = ['TRIGGER_C', 'CFLAGS', 'MODES', 'MAX_SECONDS', 'BIN_DIR_IN_CONTAINER'
 
 # %% ../../nbs/37_trigger.ipynb #c005
 TRIGGER_C = r'''// rk-trigger: per-call cost of one hooked system call, in the spirit of the kernel's bench_trigger.
-// usage: rk-trigger MODE TARGET WARMUP_S SECONDS
+// usage: rk-trigger MODE TARGET WARMUP_S SECONDS [SLICE_MS]
 //   getpgid     (TARGET '-')          syscall(getpgid): the floor, no hook of interest
 //   open        (TARGET /abs/path)    open(O_RDONLY) + close: file_open / sys_enter_openat
 //   udpconnect  (TARGET ip:port)      connect() of one UDP socket: cgroup/connect4|6, socket_connect; sends nothing
 //   tcpconnect  (TARGET ip:port)      socket + connect + close to a closed port: ECONNREFUSED expected
-// Prints one JSON line: calls, per-errno counts, and ns/call of every 1-s interval of the measured phase.
+// Prints one JSON line: calls, per-errno counts, the calls and ns of every 1-s interval of the measured phase, and of every
+// SLICE_MS slice it is made of (default 10 ms; 0: no slices): interference only adds time to a slice, so the fastest slices
+// show the call's own cost.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -88,24 +90,35 @@ static inline void one_call(void) {
 
 int main(int argc, char **argv) {
     static const char *modes[] = {"getpgid", "open", "udpconnect", "tcpconnect"};
-    if (argc != 5) { fprintf(stderr, "usage: %s MODE TARGET WARMUP_S SECONDS\n", argv[0]); return 2; }
+    if (argc != 5 && argc != 6) { fprintf(stderr, "usage: %s MODE TARGET WARMUP_S SECONDS [SLICE_MS]\n", argv[0]); return 2; }
     mode_id = -1;
     for (int i = 0; i < 4; i++) if (!strcmp(argv[1], modes[i])) mode_id = i;
     if (mode_id < 0) { fprintf(stderr, "unknown mode %s\n", argv[1]); return 2; }
     int warm = atoi(argv[3]), secs = atoi(argv[4]);
+    int slice_ms = argc == 6 ? atoi(argv[5]) : 10;
     if (warm < 0 || secs < 1 || secs > MAXIV) { fprintf(stderr, "bad WARMUP_S or SECONDS\n"); return 2; }
+    if (slice_ms < 0 || slice_ms > 1000) { fprintf(stderr, "bad SLICE_MS (0..1000)\n"); return 2; }
     if (mode_id == 1) path = argv[2];
     if (mode_id >= 2 && parse_addr(argv[2])) { fprintf(stderr, "bad address %s (ip:port or [ip6]:port)\n", argv[2]); return 2; }
     if (mode_id == 2 && (udp_fd = socket(sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) { perror("socket"); return 3; }
 
     static unsigned long long iv_calls[MAXIV]; static long long iv_ns[MAXIV];
+    long long slice_ns = slice_ms ? slice_ms * 1000000LL : 1000000000LL;
+    size_t max_sl = (size_t)secs * (1000000000LL / slice_ns + 2), nsl = 0;
+    unsigned long long *sl_calls = malloc(max_sl * sizeof *sl_calls); long long *sl_ns = malloc(max_sl * sizeof *sl_ns);
+    if (!sl_calls || !sl_ns) { perror("malloc"); return 3; }
     long long t = now_ns(), end_warm = t + warm * 1000000000LL;
     while (now_ns() < end_warm) for (int i = 0; i < BATCH; i++) one_call();
     memset(errs, 0, sizeof errs);
     unsigned long long total = 0;
     for (int iv = 0; iv < secs; iv++) {
-        long long t0 = now_ns(), stop = t0 + 1000000000LL, t1; unsigned long long n = 0;
-        do { for (int i = 0; i < BATCH; i++) one_call(); n += BATCH; } while ((t1 = now_ns()) < stop);
+        long long t0 = now_ns(), stop = t0 + 1000000000LL, t1 = t0; unsigned long long n = 0;
+        do {   // slices until the second is over: each its own calls and ns
+            long long s0 = t1, s_stop = s0 + slice_ns; unsigned long long k = 0;
+            do { for (int i = 0; i < BATCH; i++) one_call(); k += BATCH; } while ((t1 = now_ns()) < s_stop && t1 < stop);
+            if (nsl < max_sl) { sl_calls[nsl] = k; sl_ns[nsl] = t1 - s0; nsl++; }
+            n += k;
+        } while (t1 < stop);
         iv_calls[iv] = n; iv_ns[iv] = t1 - t0; total += n;
     }
     printf("{\"mode\":\"%s\",\"target\":\"%s\",\"warmup_s\":%d,\"seconds\":%d,\"calls\":%llu,\"errors\":{",
@@ -119,6 +132,8 @@ int main(int argc, char **argv) {
     }
     printf("},\"intervals\":[");
     for (int iv = 0; iv < secs; iv++) printf("%s[%llu,%lld]", iv ? "," : "", iv_calls[iv], iv_ns[iv]);
+    printf("],\"slice_ms\":%d,\"slices\":[", slice_ms);
+    if (slice_ms) for (size_t s = 0; s < nsl; s++) printf("%s[%llu,%lld]", s ? "," : "", sl_calls[s], sl_ns[s]);
     printf("]}\n");
     return 0;
 }
@@ -180,7 +195,7 @@ def check_cpu(cpus) -> str|None:
 BIN_DIR_IN_CONTAINER = '/rk-bin'
 
 def parse_trigger(text:str) -> dict:
-    "Metrics from rk-trigger's JSON line: calls, calls/s, ns/call (median, min, max of the 1-s intervals), `errors_<ERRNO>` counts."
+    "Metrics from rk-trigger's JSON line: calls, calls/s, ns/call (median, min, max of the 1-s intervals; the 10th percentile of the slices), `errors_<ERRNO>` counts."
     line = next((l for l in text.splitlines() if l.startswith('{"mode"')), None)
     if line is None: raise ValueError(f"no rk-trigger report in the output: {text.strip()[-300:]!r}")
     d = json.loads(line)
@@ -193,6 +208,10 @@ def parse_trigger(text:str) -> dict:
          'ns_per_call_min': (min(per), 'ns (fastest 1-s interval)'), 'ns_per_call_max': (max(per), 'ns (slowest 1-s interval)'),
          'intervals': (float(len(per)), '1-s intervals'),
          'failed_calls': (float(sum(d['errors'].values())), 'calls that returned an error')}
+    sl = sorted(ns / calls for calls, ns in d.get('slices', []) if calls)
+    if sl:   # the fastest slices carry the call's own cost: what else runs on the CPU only ever adds time to a slice
+        m['ns_per_call_p10'] = (sl[len(sl) // 10], f"ns (10th percentile of {d['slice_ms']}-ms slices)")
+        m['slices'] = (float(len(sl)), f"{d['slice_ms']}-ms slices")
     m.update({f'errors_{k}': (float(v), 'calls') for k, v in sorted(d['errors'].items())})
     return m
 
@@ -209,6 +228,7 @@ def trigger(node:Node,            # where the calls are made (host, pod namespac
             target:str|None=None, # open: absolute path; udp/tcpconnect: 'ip:port' or '[ip6]:port'; getpgid: None
             *, seconds:int=5,     # measured 1-s intervals
             warmup:int=1,         # unmeasured seconds first (bench_trigger: 2)
+            slice_ms:int=10,      # each second is measured in slices this long too (0: none): `ns_per_call_p10`
             cpus=None,            # the one CPU to pin to (e.g. 1)
             binary:str|None=None, # rk-trigger on the machine; None: `build()` on this host (containers: bound in)
             margin:float=30,      # extra seconds allowed
@@ -217,11 +237,13 @@ def trigger(node:Node,            # where the calls are made (host, pod namespac
     tgt = check_target(mode, target)
     secs, warm = check_seconds(seconds, 'seconds', 1), check_seconds(warmup, 'warmup', 0)
     cpu = check_cpu(cpus)
+    if isinstance(slice_ms, bool) or not isinstance(slice_ms, int) or not 0 <= slice_ms <= 1000:
+        raise ConfigError('slice_ms', f"expected whole milliseconds 0..1000, got {slice_ms!r}")
     if binary is not None and (not isinstance(binary, str) or not binary.startswith('/')):
         raise ConfigError('binary', f"expected an absolute path, got {binary!r}")
     exe = binary or build(node.host if node.kind == 'container' else None)   # a container's binary is built on its host
     where, path = _placed(node, exe)
-    r = where.run([path, mode, tgt, warm, secs], cpus=cpu, timeout=secs + warm + margin, check=False)
+    r = where.run([path, mode, tgt, warm, secs, slice_ms], cpus=cpu, timeout=secs + warm + margin, check=False)
     try:
         if r.rc != 0: raise ValueError(f"rk-trigger exited {r.rc}")
         m = parse_trigger(r.stdout)
