@@ -10,8 +10,7 @@ import math, pathlib, time
 from typing import NamedTuple
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
-import dataclasses
-from ..claims import Claim, Finer, Ratio, Verdict, all_hold, at_least, at_most, decide, level, log_t_interval, not_measurable_reason, pct, select, summarize, t_interval, verdict, within
+from ..claims import Claim, Finer, Verdict, all_hold, at_least, at_most, decide, log_t_interval, not_measurable_reason, select, summarize, t_interval, verdict, within
 from ..teardown import Teardown
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
@@ -35,8 +34,8 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE'
            'prefork_pool', 'plan', 'Servers', 'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps',
            'measure', 'client_debs', 'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee',
            'gap', 'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps',
-           'slowdowns', 'claims', 'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table',
-           'methods_long', 'cross_check', 'variants_table']
+           'claims', 'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table', 'methods_long',
+           'cross_check', 'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -736,27 +735,9 @@ def gaps(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc',
     d = pl.col('value') - pl.col('b')
     return j.group_by('repetition').agg((d.max() if how == 'max' else d.mean()).alias('g')).sort('repetition')['g'].to_list()
 
-def slowdowns(df:pl.DataFrame, endpoint:str, a:str='runsc', b:str='runc') -> list[float]:
-    """Per repetition, how many times slower a answers than b: the geometric mean over the rates both ran of the ratio of
-    their mean response times (1 when they are alike). Whether a is slower at all is asked of this ratio, not of `gaps`:
-    a gap in seconds grows with the queue at a rate near a knee, so one overloaded rate moves a repetition's mean gap by
-    seconds (CPU endpoint, campaign rk62ad: 0.32, 0.65, 1.03 s), while the ratio keeps every rate's weight (its log: 0.25,
-    0.37, 0.43); decided on the log scale like every ratio (`claims.Ratio`)."""
-    la, lb = select_load(df, 'latency_mean_s', runtime=a, endpoint=endpoint), select_load(df, 'latency_mean_s', runtime=b, endpoint=endpoint)
-    if la.is_empty() or lb.is_empty(): raise NotMeasurable(f"{a} vs {b} {endpoint}", "no response times of both runtimes")
-    j = (la.select('repetition', 'rate', 'value').join(lb.select('repetition', 'rate', pl.col('value').alias('b')), on=['repetition', 'rate'])
-         .filter((pl.col('value') > 0) & (pl.col('b') > 0)))
-    if j.is_empty(): raise NotMeasurable(f"{a} vs {b} {endpoint}", "no rate with response times of both runtimes")
-    return [math.exp(x) for x in j.group_by('repetition').agg((pl.col('value') / pl.col('b')).log().mean().alias('g')).sort('repetition')['g'].to_list()]
-
 def _seconds_verdict(xs:list[float], band, label:str):
     "A verdict on the t interval of per-repetition values in seconds."
     return decide(*t_interval(xs), band, n=len(xs), label=label, digits=3)
-
-def _seconds_text(xs:list[float]) -> str:
-    "e.g. '0.664 [97.5% CI -0.611–1.939, n=3]': the t interval of per-repetition values in seconds, shown beside a verdict."
-    est, lo, hi = t_interval(xs)
-    return f"{est:.3f} [{pct(level())} CI {lo:.3f}–{hi:.3f}, n={len(xs)}]"
 
 def _named(check):
     "`check` whose verdict names the runsc configuration and the method (open-loop knees) it was decided on."
@@ -770,16 +751,14 @@ def _named(check):
 def claims():
     "The brief's four claims, plus Kata's row (the hlf-kata runtime), each decided on intervals over repetitions."
     def c1(df):
-        parts, beside = [], []
+        parts = []
         for ep in ENDPOINTS:
             try: kr = knee_ratio(df, 'runsc', 'runc', ep)
             except NotMeasurable: continue
             parts += [_decide_knees(kr, at_most(grid_step(df, ep) * 1.01), f"{ep}: knee runsc/runc (not above: within one grid step)"),
-                      Ratio.of(slowdowns(df, ep)).decide(at_least(1.0), f"{ep}: response time runsc/runc (geometric mean over the common rates)")]
-            beside.append(f"{ep}: mean gap runsc − runc over the common rates (s) = {_seconds_text(gaps(df, ep, how='mean'))}")
+                      _seconds_verdict(gaps(df, ep, how='mean'), at_least(0.0), f"{ep}: mean gap runsc − runc over the common rates (s)")]
         if not parts: raise NotMeasurable('runc vs runsc', "no records of both runc and runsc")
-        v = all_hold(*parts)
-        return dataclasses.replace(v, measured=f"{v.measured}; beside it, not deciding (a gap in seconds swings with the queue near a knee): {'; '.join(beside)}")
+        return all_hold(*parts)
     def c2(df):
         kr = knee_ratio(df, 'runsc', 'runc', 'io')
         if not kr[4]: _need_inside(df, 'io', 'I/O knees')
