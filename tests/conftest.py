@@ -107,14 +107,17 @@ GROUPS = {'test_kube.py': 'containerd', 'test_image.py': 'containerd'}
 def pytest_collection_modifyitems(session, config, items):
     """The `exclusive` tests form one group that runs first, one test after the other (their files' module fixtures, all cheap,
     start again there): a test waiting to run alone waits once for the other workers' current tests, not once a file. In a
-    GROUPS file they stay with it, first. Then the costliest files first; otherwise pytest's order. (A plain run keeps pytest's order.)"""
+    GROUPS file they stay with it, in the file's order: its module fixtures (a Kubernetes cluster) start in its first test, and
+    when that test was `exclusive` they started while the host was held (on an empty tool cache, 2026-11-28: 317 s of Go builds
+    with every other worker waiting). A test that brings up much and measures little holds the host for its measuring only
+    (the `alone` fixture). Then the costliest files first; otherwise pytest's order. (A plain run keeps pytest's order.)"""
     if not WORKER: return
     first = {}
     for i, it in enumerate(items): first.setdefault(it.path, i)
     alone = lambda it: it.get_closest_marker('exclusive') is not None
     group = lambda it: GROUPS.get(it.path.name) or ('exclusive' if alone(it) else it.path.stem)
     rank = lambda it: (group(it) != 'exclusive', SLOWEST_FIRST.index(it.path.name) if it.path.name in SLOWEST_FIRST else len(SLOWEST_FIRST),
-                       first[it.path], not alone(it))
+                       first[it.path])
     items.sort(key=rank)   # stable
     for it in items: _in_group(it, group(it))
 
@@ -130,8 +133,9 @@ def _in_group(item, name:str):
 
 class _Turns:
     """The workers' shared lock: shared for most tests, alone for an `exclusive` one. A test waiting to run alone holds the gate, so the
-    other workers cannot start test after test ahead of it; a run of `exclusive` tests in a row keeps the lock between them."""
-    def __init__(self): self.f, self.mode = None, None
+    other workers cannot start test after test ahead of it; a run of `exclusive` tests in a row keeps the lock between them. A
+    worker lets its lock go before it asks for the gate, so no worker waits at the gate while it holds the lock (no deadlock)."""
+    def __init__(self): self.f, self.mode, self.alone_s, self.alone_wait_s = None, None, 0.0, 0.0
 
     def take(self, mode:int):
         if self.mode == mode: return
@@ -148,6 +152,23 @@ class _Turns:
         self.f, self.mode = None, None
 
 _turns = _Turns()
+
+@pytest.fixture
+def alone():
+    """`with alone(): ...` runs the block while no other test runs, as a whole `exclusive` test does: for a test whose measuring part
+    is short beside what it brings up first (a Fabric network in pods). What comes before the block runs beside the other workers'
+    tests; the block waits for their current tests to end, holding the gate so that none starts meanwhile. In an `exclusive` test,
+    or outside `make test`'s workers, it changes nothing. (RK_TEST_TIMELINE records each test's seconds alone and waiting.)"""
+    @contextlib.contextmanager
+    def hold():
+        if not WORKER or _turns.mode == fcntl.LOCK_EX: yield; return
+        t0 = time.time(); _turns.take(fcntl.LOCK_EX); t1 = time.time()
+        try: yield
+        finally:
+            _turns.alone_wait_s += t1 - t0; _turns.alone_s += time.time() - t1
+            _turns.take(fcntl.LOCK_SH)
+    return hold
+
 TIMELINE = os.environ.get('RK_TEST_TIMELINE')   # a file to append each test's turn and times to (`RK_TEST_TIMELINE=FILE make test`)
 
 @pytest.hookimpl(wrapper=True)
@@ -164,7 +185,8 @@ def pytest_runtest_protocol(item, nextitem):
         if TIMELINE:   # a line per test: which worker, how long it waited for its turn, when it ran (tools/test-timeline reads them)
             with open(TIMELINE, 'a') as f:
                 f.write(json.dumps({'worker': WORKER, 'test': item.nodeid, 'exclusive': alone(item), 'asked': t0, 'start': t1,
-                                    'end': time.time()}) + '\n')
+                                    'end': time.time(), 'alone_s': _turns.alone_s, 'alone_wait_s': _turns.alone_wait_s}) + '\n')
+        _turns.alone_s = _turns.alone_wait_s = 0.0
 
 @pytest.fixture
 def background():

@@ -51,8 +51,13 @@ def test_smoke_run_interrupted_then_resumed_runs_end_to_end(tmp_path, background
     under live quotas, claims, figures, nothing left. (One smoke run carries both paths: a separate uninterrupted run measured
     the same points again, ~80 s.)"""
     before = _netns()
-    args = ['run', 'hlf-kata', '--profile', 'smoke', '--param', 'both_networks=true', '--results', str(tmp_path/'results'),
-            '--figures', str(tmp_path/'figures'), '--no-progress']
+    # the smoke profile offers 0.7 of the stand-in's capacity at the largest budget at every budget, ~1.4x what half the budget
+    # carries: with other tests' Fabric networks on the same two cores (CI on an empty tool cache, 2026-11-28: hlf-ec's smoke run
+    # and a cluster's pods) runsc at 0.5 core committed none of 25 transactions within their 3-s timeout. This test checks the
+    # wiring at every budget, so it offers what both budgets carry; the overloaded small budget is the quick profile's business.
+    frac = 0.35
+    args = ['run', 'hlf-kata', '--profile', 'smoke', '--param', 'both_networks=true', '--param', f'rates=[{frac}]',
+            '--results', str(tmp_path/'results'), '--figures', str(tmp_path/'figures'), '--no-progress']
     p = background(*args)
     store, deadline = ResultStore(tmp_path/'results'), time.monotonic() + 300
     while time.monotonic() < deadline:   # wait until the first network is up and one Fig. 3 point is recorded
@@ -101,10 +106,10 @@ def test_smoke_run_interrupted_then_resumed_runs_end_to_end(tmp_path, background
     n = checks.height
     assert 1 <= n <= hk.RATE_CHECKS and set(checks['runtime']) == {'runsc'} and checks['step'].to_list() == list(range(n)), checks
     assert checks['value'][:-1].to_list() == [0.0] * (n - 1) and (checks['value'][-1] == 1.0 or n == hk.RATE_CHECKS), checks
-    assert (abs(checks['rate'] - pl.Series([round(0.7 * cap * hk.RATE_STEP ** k * hk.HEADROOM, 3) for k in range(n)])) < 1e-6).all(), checks
+    assert (abs(checks['rate'] - pl.Series([round(frac * cap * hk.RATE_STEP ** k * hk.HEADROOM, 3) for k in range(n)])) < 1e-6).all(), checks
     scale = val('calibration', 'rate_scale', role='secure')[0]
     assert scale == pytest.approx(hk.RATE_STEP ** (n - 1)) and val('calibration', 'rate_scale', role='native').is_empty()
-    assert cap > 1 and (abs(val('budget', 'offered_rate') - 0.7 * cap * scale) < 1e-6).all()
+    assert cap > 1 and (abs(val('budget', 'offered_rate') - frac * cap * scale) < 1e-6).all()
     for rt in ('runc', 'runsc'):
         assert (val('budget', 'throughput', runtime=rt) > 0).all() and (val('budget', 'fabric_cpu_cores', runtime=rt) > 0).all(), rt
     # both_networks: a budget's two runtimes load back to back (a round), the other network frozen meanwhile (its CPU,

@@ -33,13 +33,13 @@ def test_every_library_notebook_runs_its_examples_and_tests_and_gets_its_page(si
     assert 'jp-OutputArea-output' in core and '#| export' not in core, core[:2000]
 
 def _chromium() -> str:
-    "Debian's chromium, installed from apt when missing (as the image test installs its engine)."
+    """Debian's chromium, installed from apt when missing, as the image test installs its engine: through `install_debs`, one
+    install at a time on the machine (CI on an empty tool cache, 2026-11-28: a bare apt-get here found dpkg locked by the cluster's
+    packages installing on another worker, and failed)."""
+    from researchkit.runtimes.docker_engine import install_debs
     exe = shutil.which('chromium')
     if exe: return exe
-    env = {**os.environ, 'DEBIAN_FRONTEND': 'noninteractive'}
-    for cmd in (['apt-get', 'update', '-qq'], ['apt-get', 'install', '-y', '-qq', '--no-install-recommends', 'chromium']):
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
-        assert r.returncode == 0, (cmd, r.stderr[-3000:])
+    install_debs(['chromium'], 'a headless browser for the docs test', timeout=1200)
     exe = shutil.which('chromium')
     assert exe, 'apt installed chromium but it is not on PATH'
     return exe

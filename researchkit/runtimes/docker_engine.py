@@ -70,8 +70,10 @@ def install_debs(packages,               # Debian package names
         if ours: policy.write_text('#!/bin/sh\n# researchkit install_debs: no service starts while packages install\nexit 101\n'); policy.chmod(0o755)
         try:
             env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-            subprocess.run(['apt-get', 'update', '-qq'], env=env, timeout=timeout, check=True, capture_output=True)
-            r = subprocess.run(['apt-get', 'install', '-y', '-qq', '--no-install-recommends', *missing], env=env, timeout=timeout, capture_output=True, text=True)
+            # dpkg's own lock too: an apt run that is not ours (the host's, or a test's) makes apt wait for it, not fail at once
+            wait = ['-o', f'DPkg::Lock::Timeout={int(timeout)}']
+            subprocess.run(['apt-get', *wait, 'update', '-qq'], env=env, timeout=timeout, check=True, capture_output=True)
+            r = subprocess.run(['apt-get', *wait, 'install', '-y', '-qq', '--no-install-recommends', *missing], env=env, timeout=timeout, capture_output=True, text=True)
             if r.returncode: raise NotMeasurable(what, f"apt-get install {' '.join(missing)} failed: {r.stderr.strip()[-400:]}")
         finally:
             if ours: policy.unlink(missing_ok=True)
