@@ -35,6 +35,7 @@ def bench_sweep(reps:int):
     "Each cni-net sweep kind with the quick profile's settings on a subset of data paths, through the study's own measure functions, on a campaign like any study's."
     from researchkit.studies import cni_net
     from researchkit.studies.campaign import Campaign
+    from researchkit.networks.topologies import topologies
     from researchkit.studies.catalog import read_yaml, params_path
     from researchkit.claims import select
     q = read_yaml(params_path('cni-net', 'quick'))
@@ -44,7 +45,7 @@ def bench_sweep(reps:int):
                                mpi={**q['mpi'], 'datapaths': ['bridge', 'macvlan']}))
     P, out = run.P, {}
     try:
-        topos = cni_net.Topologies(run.teardown, capabilities=run.capabilities)
+        topos = topologies(run.testbed, run.teardown, capabilities=run.capabilities)
         for exp in ('throughput', 'latency', 'mpi'):
             t0 = time.perf_counter()
             s = run.sweep(exp, cni_net.plan(P)[exp], cni_net.measure_fn(exp, P, topos, run.teardown, capabilities=run.capabilities))

@@ -11,6 +11,7 @@ from researchkit.results.store import ResultStore
 from researchkit.studies.campaign import Campaign
 from researchkit.studies import cni_net
 from researchkit.networks.datapaths import testbed_hosts
+from researchkit.networks.topologies import topologies
 
 @pytest.fixture(scope='module')
 def ssh_testbed(tmp_path_factory):
@@ -48,7 +49,7 @@ def test_every_data_path_between_two_ssh_hosts(ssh_testbed, tmp_path):
                            'throughput': {'protocols': ['tcp'], 'msg_bytes': [16384], 'seconds': 1}})
     try:
         P = run.P
-        topos = cni_net.Topologies(run.teardown, hosts=testbed_hosts(run.testbed))
+        topos = topologies(run.testbed, run.teardown)   # the layer gives the SSH variant from the testbed's kind
         n = cni_net.datapath_inventory(run, P, topos)
         s = run.sweep('throughput', cni_net.plan(P)['throughput'], cni_net.measure_fn('throughput', P, topos, run.teardown, testbed=run.testbed))
     finally: run.close()

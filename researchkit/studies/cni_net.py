@@ -13,21 +13,18 @@ from ..claims import Claim, all_hold, at_least, at_most, not_measurable_reason, 
 from ..teardown import Teardown
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
-from ..networks.datapaths import DATAPATHS, Topology, testbed_hosts
-from ..networks.pods import HOST, PodTopology
-from ..runtimes.kube_cluster import deb_entries, image_archive
-from ..runtimes.rootfs import WEB_PACKAGES, rootfs_image
+from ..networks.datapaths import DATAPATHS, testbed_hosts
+from ..networks.topologies import Topologies, preflight as endpoints_preflight, topologies as testbed_topologies
 from ..workloads import iperf, mpi, sockperf
 from ..workloads.iperf import iperf3
 from ..workloads.mpi import mpi_alltoall
 from ..workloads.sockperf import sockperf_pingpong, sockperf_server
 
 # %% auto #0
-__all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'BASELINE_TOPOLOGY', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME',
-           'DIFF', 'OTHER_PATHS', 'BRIDGED_ON_ONE_HOST', 'TPUT_MIN_N', 'NET_DEBS', 'PAIRED', 'FIGURE_ONLY', 'study',
-           'plan', 'Topologies', 'PodTopologies', 'vm_hosts', 'tool_versions', 'measure_fn', 'datapath_labels',
-           'build_inventory', 'variants', 'is_stand_in', 'alike_on_one_host', 'claims', 'datapath_inventory', 'measure',
-           'preflight', 'net_tag', 'net_archive', 'measure_in_pods', 'sweep_order', 'figures', 'notes', 'mpi_table']
+__all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME', 'DIFF', 'OTHER_PATHS',
+           'BRIDGED_ON_ONE_HOST', 'TPUT_MIN_N', 'PAIRED', 'FIGURE_ONLY', 'study', 'plan', 'vm_hosts', 'tool_versions',
+           'measure_fn', 'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'alike_on_one_host', 'claims',
+           'datapath_inventory', 'measure', 'preflight', 'sweep_order', 'figures', 'notes', 'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -35,7 +32,6 @@ TITLE = 'Performance comparison of container networking technologies'
 SEED = '004_ad5032fe92a53d5c.txt'
 DATAPATH_NAMES = ('bridge', 'flannel-vxlan', 'ovs-vxlan', 'ovs-vlan', 'ovs-gre', 'macvlan', 'ipvlan', 'sriov')
 BASELINE = 'host'  # the host-to-host path, measured beside every data path
-BASELINE_TOPOLOGY = 'flannel-vxlan'  # its hosts carry the underlay address on the wire itself (no bridge in the host path)
 SCENARIOS = ('BMP2BMP', 'BMP2VMP', 'VMP2VMP')
 
 # %% ../../nbs/61_cni_net.ipynb #c006
@@ -99,63 +95,6 @@ def plan(P:dict) -> dict[str, list[dict]]:
                     out['mpi'].append(dict(scenario=sc, placement=pl_, datapath=dp, pods=M['pods'], ranks_per_pod=r,
                                            msg_bytes=M['msg_bytes'], iterations=M['iterations'], warmup=M['warmup']))
     return out
-
-# %% ../../nbs/61_cni_net.ipynb #c011
-class Topologies:
-    "One live topology at a time, rebuilt on demand."
-    mpi_why: str|None = None   # why MPI all-to-all cannot run on these topologies (None: it can)
-    def __init__(self, teardown:Teardown, *, hosts=None, parent=None, wire_rate_mbit=None, capabilities=None):
-        self.td, self.hosts, self.parent, self.rate, self.caps = teardown, hosts, parent, wire_rate_mbit, capabilities
-        self.key, self.topo, self._td, self._kept = None, None, None, {}
-        teardown.callback('cni-net topologies', self.close)
-
-    def get(self, datapath:str, placement:str, pods:int=2, hosts=None):
-        "The topology for (datapath, placement, pods), building it if it is not the live one."
-        key = (datapath, placement, pods, id(hosts))
-        if key != self.key:
-            self.close()
-            self._td = Teardown(self.td.ledger)
-            self.topo = Topology(datapath, placement=placement, pods=pods, teardown=self._td,
-                                 hosts=hosts if hosts is not None else self.hosts, parent=self.parent,
-                                 wire_rate_mbit=self.rate, capabilities=self.caps).up()
-            self.key = key
-        return self.topo
-
-    def baseline(self, placement:str, hosts=None):
-        "(server, client, server_ip) of the host-to-host baseline: the hosts of `BASELINE_TOPOLOGY` (they carry the underlay address on the wire itself)."
-        return self.get(BASELINE_TOPOLOGY, placement, 2, hosts).baseline()
-
-    def keep(self, key, start):
-        "A resource that lives as long as the live topology (a server): `start(teardown)` once per topology, then reused."
-        if self.topo is None: raise ResearchkitError("Topologies.keep needs a live topology: call get() first")
-        if key not in self._kept: self._kept[key] = start(self._td)
-        return self._kept[key]
-
-    def close(self):
-        if self._td is not None: self._td.close()
-        self.key, self.topo, self._td, self._kept = None, None, None, {}
-
-class PodTopologies(Topologies):
-    """`Topologies` on a Kubernetes testbed: pods of the net image on the cluster's networks (`networks.pods.PodTopology`:
-    `kubernetes.networks` maps each data path to the pods' eth0 or a Multus NetworkAttachmentDefinition), the baseline between
-    hostNetwork pods. MPI all-to-all is not measurable in pods: the image carries no MPI (`mpi_why`)."""
-    mpi_why = "not in pods: the net image carries iperf3 and sockperf, no MPI (Open MPI's runtime is ~40 Debian packages); measured on netns and SSH testbeds"
-    def __init__(self, teardown:Teardown, *, kube, image:str):
-        super().__init__(teardown)
-        self.kube, self.image = kube, image
-
-    def get(self, datapath:str, placement:str, pods:int=2, hosts=None):
-        if hosts is not None: raise NotMeasurable(datapath, "VM pods on a Kubernetes testbed: not built (Kata pods would be the cluster's VM pods)")
-        key = (datapath, placement, pods)
-        if key != self.key:
-            self.close()
-            self._td = Teardown(self.td.ledger)
-            self.topo = PodTopology(self.kube, datapath, placement=placement, pods=pods, image=self.image, teardown=self._td).up()
-            self.key = key
-        return self.topo
-
-    def baseline(self, placement:str, hosts=None):
-        return self.get(HOST, placement, 2, hosts).baseline()
 
 # %% ../../nbs/61_cni_net.ipynb #c012
 def vm_hosts(testbed, scenario:str, capabilities):
@@ -400,52 +339,18 @@ def datapath_inventory(run, P:dict, topologies:Topologies, *, tools:dict|None=No
 
 # %% ../../nbs/61_cni_net.ipynb #c028
 def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: build and time every data path, then sweep throughput, UDP latency and MPI all-to-all (resuming); on a Kubernetes testbed in pods (`measure_in_pods`)."
-    tb, caps = run.testbed, run.capabilities
-    if tb.kube is not None: return measure_in_pods(run, P)
-    topologies = Topologies(run.teardown, hosts=None if tb.is_local else testbed_hosts(tb), capabilities=caps,
-                            wire_rate_mbit=tb.inventory.spec.get('local', {}).get('wire_rate_mbit') if tb.is_local else None)
-    _sweeps(run, P, topologies)
-
-def _sweeps(run, P:dict, topologies:Topologies, tools:dict|None=None) -> None:
-    "The data-path inventory, then every experiment in `sweep_order`, on `topologies`."
-    tb, caps = run.testbed, run.capabilities
-    n = datapath_inventory(run, P, topologies, tools=tools)
+    "The method on the campaign `run`: its testbed's data-path endpoints (`networks.topologies`), every data path built and timed, then every experiment in `sweep_order` (resuming)."
+    topologies = testbed_topologies(run.testbed, run.teardown, capabilities=run.capabilities)
+    n = datapath_inventory(run, P, topologies, tools=topologies.tools)
     print(f"data-path inventory: {n} new records")
     for experiment, points, reps, shuffle in sweep_order(P):
-        run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=tb, capabilities=caps), repetitions=reps,
-                  shuffle=shuffle, pair=PAIRED.get(experiment, ()), figure_only=FIGURE_ONLY.get(experiment), tools=tools)
+        run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=run.testbed, capabilities=run.capabilities),
+                  repetitions=reps, shuffle=shuffle, pair=PAIRED.get(experiment, ()), figure_only=FIGURE_ONLY.get(experiment), tools=topologies.tools)
     topologies.close()
 
 def preflight(P:dict, inventory) -> None:
-    "Checks the CLI runs before anything starts: on a Kubernetes testbed, that the pods' image is named or can be built here (`kubernetes.images.net`)."
-    if inventory.kind == 'kubernetes':
-        from researchkit.testbed.kube import check_images
-        check_images(inventory.spec['kubernetes'], 'net')
-
-NET_DEBS = ('iperf3', 'libiperf0', 'libsctp1', 'sockperf', 'iproute2', 'libmnl0', 'libtirpc3')   # the tools and what the root filesystem lacks of their libraries (`ss`: the servers' port checks)
-
-def net_tag() -> str:
-    "The net image's tag: a function of its root filesystem and the tools' package versions."
-    import hashlib, subprocess
-    debs = subprocess.run(['dpkg-query', '-W', *NET_DEBS], capture_output=True, text=True).stdout
-    return f"researchkit.local/net:{hashlib.sha256((pathlib.Path(rootfs_image(WEB_PACKAGES)).name + debs).encode()).hexdigest()[:12]}"
-
-def net_archive(dest:str) -> pathlib.Path:
-    "The pods' image: iperf3 and sockperf (`NET_DEBS`, from this host's Debian packages) on the Debian root filesystem every run here already has (runtimes-web's: procps, util-linux' taskset), one layer."
-    return image_archive(net_tag(), deb_entries(NET_DEBS, 'net image'), dest, tree=rootfs_image(WEB_PACKAGES), cmd=['sleep', 'infinity'])
-
-def measure_in_pods(run, P:dict) -> None:
-    "The method on a Kubernetes testbed: the net image, then the same inventory and sweeps with pods on the cluster's networks (`PodTopologies`), every record naming what the data path is on this cluster."
-    import json
-    kube = run.testbed.kube
-    image = kube.image('net', net_archive, tag=net_tag())
-    c = kube.check()
-    print(f"Kubernetes {c['version']} at {kube.server}: net image {image}; networks {', '.join(kube.spec['networks']) or 'none'}")
-    tools = {'kubernetes': c['version'], 'cni': kube.spec.get('cni') or 'not named (kubernetes.cni)', 'net image': image,
-             'networks': json.dumps(kube.spec['networks'], sort_keys=True),
-             'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items())}
-    _sweeps(run, P, PodTopologies(run.teardown, kube=kube, image=image), tools)
+    "Checks the CLI runs before anything starts: what the testbed's data-path endpoints need (`networks.topologies.preflight`; on a cluster, the net image)."
+    endpoints_preflight(inventory)
 
 # the fields a claim's arms differ in, per experiment: throughput's data paths at one (placement, protocol, size) run back to
 # back in a random order (shuffled throughput builds a topology per point anyway); MPI already runs a data path's two

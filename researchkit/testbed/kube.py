@@ -127,6 +127,12 @@ class Kube:
         if runtime not in rc: raise ConfigError('runtime', f"{runtime!r} has no RuntimeClass in this testbed; it maps: {', '.join(f'{a}={b}' for a, b in rc.items())}")
         return rc[runtime]
 
+    def tools(self) -> dict:
+        "What a run on this cluster records of it beside its tools' versions: the Kubernetes version, the RuntimeClasses the inventory maps, and each node's container runtime and kubelet."
+        c = self.check()
+        return {'kubernetes': c['version'], 'runtime classes': json.dumps(self.spec['runtime_classes'], sort_keys=True),
+                'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items())}
+
     def why_not(self, runtime:str) -> str:
         "Why pods of `runtime` cannot run on this testbed: the inventory's measured reason, else that it maps no class for it."
         return self.spec['unavailable'].get(runtime) or (f"the testbed maps no RuntimeClass for {runtime} (kubernetes.runtime_classes: "
