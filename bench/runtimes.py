@@ -29,6 +29,7 @@ def main():
     from researchkit.runtimes.rootfs import rootfs_image
     from researchkit.runtimes.adapters import runtime_rows
     from researchkit.studies import runtimes_web as rw
+    from researchkit.workloads.webserver import WebServers
     from researchkit.core import validate
     from researchkit.testbed.nodes import LocalNode
     rows = runtime_rows(LocalNode())
@@ -44,7 +45,7 @@ def main():
     start, cpu = {r: [] for r in rts}, {(r, e): [] for r in rts for e in eps}
     with Teardown() as td:
         topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
-        servers = rw.Servers(td, P, topology=topo, image=rootfs_image())
+        servers = WebServers(td, P, topology=topo, configs=rw.configs(P), image=rootfs_image())
         closed = rw.closed_fn(P, servers)
         for rep in range(a.reps):
             for rt in (rts if rep % 2 == 0 else rts[::-1]):      # alternate the order: drift spreads over all
@@ -98,13 +99,14 @@ def inflight_rounds(rt:str, ep:str, rounds:int, seconds:int):
     from researchkit.networks.datapaths import Topology
     from researchkit.runtimes.rootfs import rootfs_image
     from researchkit.studies import runtimes_web as rw
+    from researchkit.workloads.webserver import WebServers
     from researchkit.core import validate
     P = validate({'runtimes': [rt], 'endpoints': [ep], 'duration': 1, 'repetitions': 1, 'drain_s': 15,
                   'rates': {e: {'log10_from': 0, 'log10_to': 0} for e in ('cpu', 'io')}, 'closed_loop': {'drain_s': 60}}, rw.SCHEMA)
     out = []
     with Teardown() as td:
         topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
-        servers = rw.Servers(td, P, topology=topo, image=rootfs_image())
+        servers = WebServers(td, P, topology=topo, configs=rw.configs(P), image=rootfs_image())
         closed = rw.closed_fn(P, servers)
         cpu = lambda c: closed(dict(runtime=rt, endpoint=ep, connections=c, seconds=seconds, config='default'), 0)['cpu_s_per_request'][0]
         for _ in range(rounds):
@@ -130,12 +132,13 @@ def sequential_rounds(rt:str, rounds:int):
     from researchkit.networks.datapaths import Topology
     from researchkit.runtimes.rootfs import rootfs_image
     from researchkit.studies import runtimes_web as rw
+    from researchkit.workloads.webserver import WebServers
     from researchkit.core import validate
     P = validate({'runtimes': [rt], 'endpoints': ['cpu'], 'duration': 1, 'repetitions': 1, 'drain_s': 5,
                   'rates': {'cpu': {'log10_from': 1, 'log10_to': 1}, 'io': {'log10_from': 0, 'log10_to': 0}}}, rw.SCHEMA)
     with Teardown() as td:
         topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
-        servers = rw.Servers(td, P, topology=topo, image=rootfs_image())
+        servers = WebServers(td, P, topology=topo, configs=rw.configs(P), image=rootfs_image())
         closed = rw.closed_fn(P, servers)
         pt = lambda s: dict(runtime=rt, endpoint='cpu', connections=1, seconds=s, config='default')
         rate = closed(pt(3), 0)['requests'][0] / 3

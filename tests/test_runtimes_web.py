@@ -3,6 +3,7 @@ import json, re, math, time, glob, signal, subprocess, pathlib
 import polars as pl
 import pytest
 from researchkit.studies import runtimes_web as rw
+from researchkit.workloads.webserver import WebServers
 from researchkit.studies.catalog import load_params
 from researchkit.results.store import ResultStore
 from researchkit.claims import evaluate
@@ -275,7 +276,7 @@ def test_closed_loop_window_accounts_for_every_request_it_pays_for(runtime, endp
     line = f"GET /{endpoint}.php"
     with Teardown() as td:
         topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
-        servers = rw.Servers(td, P, topology=topo, image=rootfs_image(), access_log=True)
+        servers = WebServers(td, P, topology=topo, configs=rw.configs(P), image=rootfs_image(), access_log=True)
         closed = rw.closed_fn(P, servers)
         pt = lambda c, s: dict(runtime=runtime, endpoint=endpoint, connections=c, seconds=s, config='default')
         warm = closed(pt(1, 2), 0)
@@ -348,7 +349,7 @@ def test_no_point_pays_for_shrinking_the_prefork_pool(runtime):
                       'rates': {'cpu': {'log10_from': 1, 'log10_to': 1}, 'io': {'log10_from': 0, 'log10_to': 0}}}, rw.SCHEMA)
         with Teardown() as td:
             topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
-            servers = rw.Servers(td, P, topology=topo, image=image)
+            servers = WebServers(td, P, topology=topo, configs=rw.configs(P), image=image)
             fresh = servers.rested(runtime)
             assert servers.rest == 1 + P['max_spare_servers'] and servers.pool() == 1 + pf['StartServers'], servers.pool()
             at_rest, rest_ms = idle_rate(fresh, 3)
@@ -390,7 +391,7 @@ def test_a_point_between_the_grids_rates_starts_on_the_pool_the_point_below_left
     pt = lambda rate, **kw: dict(runtime=runtime, endpoint='cpu', rate=rate, duration=1, timeout=6, **kw)
     with Teardown() as td:
         topo = Topology('bridge', placement='different-host', pods=2, teardown=td).up()
-        servers = rw.Servers(td, P, topology=topo, image=image)
+        servers = WebServers(td, P, topology=topo, configs=rw.configs(P), image=image)
         measure = rw.measure_fn(P, servers)
         below = measure(pt(40.0), 0)   # the sweep's point below: a backlog of tens, a worker forked for each
         left = below['pool_processes_after'][0]

@@ -12,6 +12,7 @@ from researchkit.studies.campaign import Campaign
 from researchkit.studies import cni_net
 from researchkit.networks.datapaths import testbed_hosts
 from researchkit.networks.topologies import topologies
+from researchkit.workloads.webserver import WebServers, check_host
 
 @pytest.fixture(scope='module')
 def ssh_testbed(tmp_path_factory):
@@ -75,9 +76,9 @@ def test_runtimes_web_load_generator_and_server_on_two_ssh_hosts(ssh_testbed, tm
                            'rates': {'cpu': {'log10_from': 0.5, 'log10_to': 0.5}, 'io': {'log10_from': 0, 'log10_to': 0}}})
     try:
         P, (a, b) = run.P, run.testbed.hosts()
-        rw.check_host(P, int(a.facts()['cores']))
+        check_host(P, int(a.facts()["cores"]))
         topo = Topology('bridge', placement='different-host', pods=2, teardown=run.teardown, hosts=testbed_hosts(run.testbed)).up()
-        servers = rw.Servers(run.teardown, P, topology=topo, image=rootfs_image(node=a))
+        servers = WebServers(run.teardown, P, topology=topo, configs=rw.configs(P), image=rootfs_image(node=a))
         assert servers.node is a and servers.client_pod.node.parent is b       # runtime over SSH on A, vegeta on B
         s = run.sweep('load', rw.plan(P)['load'], rw.measure_fn(P, servers))
         cid = servers.inst.id if servers.inst else None

@@ -8,7 +8,7 @@ Docs: https://researchkit.github.io/researchkit/cni_net.html.md"""
 from __future__ import annotations
 import pathlib
 import polars as pl
-from ..core import Field, ConfigError, NotMeasurable, ResearchkitError, markdown_table
+from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..claims import Claim, all_hold, at_least, at_most, not_measurable_reason, optional, ratio, select, summarize, verdict
 from ..teardown import Teardown
 from .contract import Study, ADAPTIVE

@@ -11,31 +11,24 @@ from typing import NamedTuple
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..claims import Claim, Finer, Verdict, all_hold, at_least, at_most, decide, log_t_interval, not_measurable_reason, select, summarize, t_interval, verdict, within
-from ..teardown import Teardown
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
 from ..core import validate
 from ..runtimes.adapters import RUNSC_DEFAULTS, RUNSC_CHOICES, runsc_config, runsc_label
 from ..workloads.webapp import APP_PLACES
-from ..networks.datapaths import Topology, testbed_hosts
 from ..results.records import NOT_MEASURABLE
-from ..runtimes.adapters import get_runtime, runtime_rows
-from ..runtimes.container import parse_cpulist
-from ..runtimes.kube_cluster import deb_entries, image_archive
-from ..runtimes.rootfs import WEB_PACKAGES, rootfs_image
-from ..testbed.kube import PodNode
 from ..workloads.vegeta import attack
-from ..workloads.webapp import DOCROOT, PORT, SITES_DIR, START_CMD, app_files, endpoint_url, http_ready, web_container
+from ..workloads.wrk import wrk
+from ..workloads.webserver import preflight as servers_preflight, server_tools, web_servers
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
-           'GRID', 'SCHEMA', 'POOLS', 'CLIENT_DEBS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'AGREE', 'study',
-           'rate_grid', 'check_host', 'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs',
-           'prefork_pool', 'plan', 'Servers', 'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps',
-           'measure', 'client_debs', 'web_tag', 'web_archive', 'PodServers', 'measure_in_pods', 'curve', 'Knee', 'knee',
-           'gap', 'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps',
-           'claims', 'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table', 'methods_long',
-           'cross_check', 'variants_table']
+           'GRID', 'SCHEMA', 'POOLS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'AGREE', 'study', 'rate_grid',
+           'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs', 'prefork_pool', 'plan',
+           'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps', 'measure', 'curve', 'Knee', 'knee', 'gap',
+           'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims',
+           'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table', 'methods_long', 'cross_check',
+           'variants_table']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -128,26 +121,11 @@ SCHEMA = {
     **ADAPTIVE,
 }
 
-# %% ../../nbs/62_runtimes_web.ipynb #c009
-def check_host(P:dict, cores:int, *, where:str='') -> None:
-    "`ConfigError` naming the field if the server's quota or cpuset, or the client's CPUs, do not fit `cores`."
-    w = (lambda f: f"{where}.{f}" if where else f)
-    for f in ('server_cpus', 'client_cpus'):
-        try: cpus = parse_cpulist(P[f])
-        except ValueError: raise ConfigError(w(f), f"{P[f]!r} is not a CPU list like '1' or '0-1'") from None
-        if max(cpus) >= cores: raise ConfigError(w(f), f"CPU {max(cpus)} does not exist: the host has {cores} cores (0-{cores - 1})")
-    if P.get('cpu_quota') is not None and P['cpu_quota'] > cores:
-        raise ConfigError(w('cpu_quota'), f"{P['cpu_quota']} cores is above the host's {cores} cores")
-
 # %% ../../nbs/62_runtimes_web.ipynb #c010
 def preflight(P:dict, inventory) -> None:
-    "Checks the CLI runs before anything starts: the server configurations (a variant that repeats another), and on a local testbed the quota and cpusets against this machine's cores."
-    import os
+    "Checks the CLI runs before anything starts: the server configurations (a variant that repeats another), then what the testbed's web servers need (`workloads.webserver.preflight`: on this machine the pins against its cores, on a cluster the web image)."
     configs(P); variant_endpoints(P)
-    if inventory.kind == 'local': check_host(P, os.cpu_count())   # a cluster's nodes: measure_in_pods checks them
-    if inventory.kind == 'kubernetes':
-        from researchkit.testbed.kube import check_images
-        check_images(inventory.spec['kubernetes'], 'web')
+    servers_preflight(P, inventory)
 
 # %% ../../nbs/62_runtimes_web.ipynb #c013
 def configs(P:dict) -> dict[str, dict]:
@@ -209,139 +187,12 @@ def plan(P:dict) -> dict[str, list[dict]]:
              for rt in P['runtimes'] for ep in P['endpoints'] for r in C['no_keepalive'][ep] for pool in POOLS]
     return {'load': load, 'closed': closed if C['repetitions'] != 0 else [], 'burst': burst if C['repetitions'] != 0 else []}
 
-# %% ../../nbs/62_runtimes_web.ipynb #c016
-class Servers:
-    "The server pod's one live container, (re)started on demand."
-    def __init__(self, teardown:Teardown, P:dict, *, topology, image,
-                 access_log:bool=False,   # Apache logs every request it finishes to the container's log (the study keeps it off; tests count with it)
-                ):
-        self.td, self.P, self.topo, self.image, self.access_log = teardown, P, topology, image, access_log
-        self.configs = configs(P)                  # label -> {'app', 'runsc'}; 'default' serves the open-loop sweep
-        self.server_pod, self.client_pod = topology.pods[0], topology.pods[-1]
-        self.node = self.server_pod.node.parent   # the machine the container runtime runs on
-        self.runtime, self.config, self.inst, self._td, self.starts = None, None, None, None, 0
-        self.start_s: list[float] = []             # start-to-ready seconds of every start
-        self.idle_at: float|None = None            # when the container went idle, as the last `drain` that saw it go idle measured
-        self._available: dict[tuple, tuple] = {}   # (runtime, config) -> (ok, version or reason), measured at the first start
-        self.rest: int|None = 1 + P['max_spare_servers']   # the most processes of a pool at rest: Apache's parent + MaxSpareServers
-        self.resets, self.replaced = 0, False       # fresh servers started because the pool was above rest; whether the last `rested` did
-        teardown.callback('runtimes-web server', self.close)
-
-    def url(self, endpoint:str) -> str:
-        return endpoint_url(self.server_pod.ip, endpoint)
-
-    def get(self, runtime:str, config:str='default'):
-        "The live instance for `runtime` in configuration `config` (a label of `configs`), starting it if needed (NotMeasurable if the runtime is not available)."
-        if (runtime, config) != (self.runtime, self.config) or self.inst is None or not self.inst.alive(): self.start(runtime, config)
-        return self.inst
-
-    def pool(self) -> int|None:
-        "Processes in the live server now (Apache's parent and its prefork workers); None if the runtime cannot tell."
-        f = getattr(self.inst, 'processes', None)
-        return f() if f is not None else None
-
-    def rested(self, runtime:str, config:str='default'):
-        """`get`, but a server whose prefork pool is above rest is replaced by a fresh one first. A burst grows the pool (a worker per
-        request in flight, up to MaxRequestWorkers); once more than MaxSpareServers are idle, Apache ends one a second, and each end costs
-        the container CPU (measured on the Intel host, 2026-11-27: ~5 ms under runc, 20-25 ms under runsc; after a 224 req/s point under
-        runc, 97 processes took 88 s to shrink to 11) that the cgroup charges to whatever point runs then. So every point starts on a
-        pool at rest (as a fresh server's, or as the last point left it when that grew nothing) and pays only for the workers its own
-        requests made Apache fork. With the study's default MaxSpareServers (= MaxRequestWorkers) the pool never shrinks, is never
-        above rest, and this is `get`."""
-        inst = self.get(runtime, config)
-        n = self.pool()
-        self.replaced = n is not None and self.rest is not None and n > self.rest   # (recorded with the point: pool_replaced)
-        if self.replaced:
-            self.resets += 1
-            self.start(runtime, config)
-        return self.inst
-
-    def grow(self, n:int|None,          # processes the pool should have at least (Apache's parent and its workers)
-             *, rounds:int=2,           # rounds of load, at most
-            ) -> int|None:
-        """Grow the live server's prefork pool to at least `n` processes, then let it go idle; returns the pool then (None: the runtime
-        cannot tell, or `n` is None). wrk keeps a request in flight on `n` − 6 connections to the CPU endpoint (a worker busy per
-        connection; Apache forks until MinSpareServers, 5, are idle besides: 1, 2, 4, ... up to 32 a second, doubling from 1 again
-        each round) for as many seconds as that takes the pool from what it has to `n`, and 2 more. With MaxSpareServers at
-        MaxRequestWorkers the workers stay. A point between the grid's rates runs after the sweep: this puts it on the pool its
-        ascending place would have given it (the pool the point below it left) — on a fresh server's 6 processes runc's CPU
-        endpoint answered 59 % at 94.4 req/s, on 69 and 100 all (campaign rk7d2d, 2026-11-27). From 6 to 86 it took ~11 s under
-        runc and ~20 s under runsc (101 processes: Apache forks in doubling batches), from 13 to 16-28 a few seconds."""
-        from researchkit.workloads.wrk import wrk
-        have = self.pool()
-        for _ in range(rounds):
-            if have is None or n is None or have >= n: break
-            d = n - have
-            secs = 2 + math.ceil(math.log2(min(d, 63) + 1)) + max(0, math.ceil((d - 63) / 32))   # 1 + 2 + ... + 32 = 63 in 6 s, then 32 a second
-            wrk(self.client_pod.node, self.url('cpu'), threads=1, connections=max(n - 6, 1), seconds=secs, timeout=30, cpus=self.P['client_cpus'])
-            self.drain(within=60)   # the requests in flight when wrk stopped finish before anything is measured
-            have = self.pool()
-        return have
-
-    def start(self, runtime:str, config:str='default'):
-        self.close()
-        cfg = self.configs[config]
-        rt = get_runtime(runtime, self.node, config=cfg['runsc'] if runtime == 'runsc' else None)
-        if (runtime, config) not in self._available: self._available[(runtime, config)] = rt.available()   # tried once per configuration
-        ok, why = self._available[(runtime, config)]
-        if not ok: raise NotMeasurable(runtime, why)
-        self.starts += 1
-        c = web_container(self.image, name=f"web{self.starts:03d}", netns=self.server_pod.node.netns,
-                          cpus=self.P.get('cpu_quota'), cpuset=str(self.P['server_cpus']), memory_mb=self.P.get('memory_mb'),
-                          node=self.node, app=cfg['app'], access_log=self.access_log, max_spare_servers=self.P.get('max_spare_servers'))
-        self._td = Teardown(self.td.ledger)
-        t0 = time.perf_counter()
-        self.inst = rt.start(c, teardown=self._td)
-        url = self.url('cpu')
-        self.inst.wait_ready(lambda: http_ready(self.client_pod.node, url), timeout=120)
-        self.start_s.append(time.perf_counter() - t0)
-        self.runtime, self.config = runtime, config
-        return self.inst
-
-    def drain(self, *, step:float=0.25, idle_share:float=0.05, within:float|None=None,
-              busy:float=1.0,   # cores the container used while it worked (for `idle_at`)
-             ) -> bool:
-        """Wait (at most `within` s, default `drain_s`) until the container uses under `idle_share` of a core over `step` s (a server
-        still answering uses a whole core); True if it went idle. Every point pays one step: 0.25 s, not 0.5, saves ~20 s of a quick
-        campaign. `idle_at` is then when it went idle (`time.monotonic()`), finer than a step: the reading two before the idle one was
-        taken while it worked, so the work since then, done at `busy` cores, ends at that reading plus work / `busy`."""
-        t_end = time.monotonic() + (self.P['drain_s'] if within is None else within)
-        marks = [(time.monotonic(), self.inst.cpu_seconds())]
-        self.idle_at = None
-        while True:
-            time.sleep(step)
-            t, c = time.monotonic(), self.inst.cpu_seconds()
-            if c - marks[-1][1] < idle_share * step:
-                t0, c0 = marks[0]
-                self.idle_at = min(t0 + (c - c0) / max(busy, 0.05), t)
-                return True
-            if t >= t_end: return False
-            marks = [marks[-1], (t, c)]
-
-    def close(self):
-        if self._td is not None: self._td.close()
-        self.runtime, self.config, self.inst, self._td = None, None, None, None
-
 # %% ../../nbs/62_runtimes_web.ipynb #c018
 def tool_versions(node, image=None, P:dict|None=None) -> dict:
-    "Versions of the runtimes, vegeta, wrk, Apache and PHP this study runs on `node`; with `P`, the server configurations (`configs`) too. In a pod (a Kubernetes testbed) none: `measure_in_pods` gives the cluster's."
-    import json
-    if getattr(node, 'kind', None) == 'pod': return {}
-    from researchkit.workloads import vegeta, wrk
-    out = {f"runtime:{name}": (reason if ok else f"unavailable: {reason}")[:120] for name, ok, reason in runtime_rows(node)}
-    out.update(vegeta.tool_versions(node)); out.update(wrk.tool_versions(node))
-    if P is not None: out['server configs'] = json.dumps(configs(P), sort_keys=True)
-    if image is not None:
-        from researchkit.runtimes.rootfs import image_manifest
-        v = image_manifest(image, node)['versions']
-        out.update({'apache2': v.get('apache2', '?'), 'php': v.get('libapache2-mod-php8.2', v.get('php8.2-cli', '?'))})
-        if P is not None:   # the prefork pool's rules the server ran with: the image's, MaxSpareServers as the parameters set it
-            from researchkit.workloads.webapp import prefork_settings
-            pf = prefork_settings(image, node)
-            out['apache prefork'] = json.dumps({**pf, 'MaxSpareServers': P['max_spare_servers']}, sort_keys=True)
-    return out
+    "Versions of the runtimes, vegeta, wrk, Apache and PHP this study runs on `node`; with `P`, the server configurations (`configs`) and the prefork pool's rules too (`workloads.webserver.server_tools`)."
+    return server_tools(node, image, P, configs(P) if P is not None else None)
 
-def measure_fn(P:dict, servers:Servers):
+def measure_fn(P:dict, servers):
     "The `measure(point, repetition)` callable of the load sweep."
     collapsed: dict[tuple, float] = {}   # (runtime, endpoint, repetition) -> the rate where success fell to COLLAPSE
     left: dict[tuple, dict] = {}         # (runtime, endpoint, repetition) -> {rate: Apache's processes its point left (None: not counted, or its server closed)}
@@ -381,7 +232,7 @@ def measure_fn(P:dict, servers:Servers):
         return out
     return measure
 
-def burst_fn(P:dict, servers:Servers):
+def burst_fn(P:dict, servers):
     "The `measure(point, repetition)` callable of the no-keep-alive bursts: `measure_fn`'s, except that a 'grown' point whose server is not the one its 'growing' point loaded (that one did not drain and was replaced) first grows the new server's pool with the same burst, unrecorded."
     burst, last = measure_fn(P, servers), [None]
     def measure(pt:dict, rep:int) -> dict:
@@ -391,9 +242,8 @@ def burst_fn(P:dict, servers:Servers):
         return out
     return measure
 
-def closed_fn(P:dict, servers:Servers):
+def closed_fn(P:dict, servers):
     "The `measure(point, repetition)` callable of the closed-loop cross-check (experiment 'closed')."
-    from researchkit.workloads.wrk import wrk
     C = P['closed_loop']
     def measure(pt:dict, rep:int) -> dict:
         inst = servers.rested(pt['runtime'], pt['config'])   # idle, its pool at rest: a fresh server, or the last point's drained (one that did not drain was closed)
@@ -424,7 +274,7 @@ def closed_fn(P:dict, servers:Servers):
 
 # %% ../../nbs/62_runtimes_web.ipynb #c018s1
 def sweeps(run, P:dict, servers, tools:dict) -> None:
-    """The study's sweeps on `servers` (`Servers` or `PodServers`), repetition by repetition, runtime by runtime and endpoint by
+    """The study's sweeps on `servers` (`workloads.webserver`: containers in pods' namespaces, or pods of a cluster), repetition by repetition, runtime by runtime and endpoint by
     endpoint: the closed loop's points, the open loop without keep-alive on the same server (warm from them), then the open-loop
     curve of that runtime, endpoint and repetition (experiment 'load', vegeta as the paper ran it, resuming); the runsc variants
     last in each runtime's part of the first `closed_loop.variant_repetitions` repetitions, each from a fresh server. So the three methods a runtime is compared by
@@ -450,119 +300,9 @@ def sweeps(run, P:dict, servers, tools:dict) -> None:
 
 # %% ../../nbs/62_runtimes_web.ipynb #c033
 def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: the image, two pods joined by a bridge, the server container, then each repetition's closed-loop cross-check and open-loop curves, runtime by runtime and endpoint by endpoint (`sweeps`, resuming)."
-    tb = run.testbed
-    if tb.kube is not None: return measure_in_pods(run, P)
-    server_host = tb.hosts()[0]
-    check_host(P, int(server_host.facts()['cores']))
-    image = rootfs_image(WEB_PACKAGES, node=server_host)
-    topo = Topology('bridge', placement=P['placement'], pods=2, teardown=run.teardown,
-                    hosts=None if tb.is_local else testbed_hosts(tb)).up()
-    servers = Servers(run.teardown, P, topology=topo, image=image)
-    print(f"image {image}; server pod {topo.pods[0].name} {topo.pods[0].ip} on {topo.hosts[topo.pods[0].host].name}; "
-          f"client pod {topo.pods[-1].name} on {topo.hosts[topo.pods[-1].host].name}")
-    sweeps(run, P, servers, tool_versions(server_host, image, P))
-
-# %% ../../nbs/62_runtimes_web.ipynb #c033p
-CLIENT_DEBS = ('wrk', 'libluajit-5.1-2')   # the closed loop's load tool and its one library the web root filesystem lacks
-
-def client_debs() -> list[tuple[str, str|None, str|None]]:
-    "The programs and libraries of `CLIENT_DEBS` as image entries, taken from this host's Debian packages (the same release as the image: `make setup` installs them from apt.txt), so that a pod of the web image can run the closed loop too."
-    return deb_entries(CLIENT_DEBS, 'web image')
-
-def web_tag(**kw) -> str:
-    "The web image's tag: a function of the root filesystem (its content key), the app's files and the client tools' package versions."
-    import hashlib, json, subprocess
-    debs = subprocess.run(['dpkg-query', '-W', *CLIENT_DEBS], capture_output=True, text=True).stdout
-    key = {'root': pathlib.Path(rootfs_image(WEB_PACKAGES)).name, 'files': app_files(**kw), 'client': debs}
-    return f"researchkit.local/web:{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]}"
-
-def web_archive(dest:str,               # where to write the docker-archive tar
-                **kw,                   # `app_files` options (io_file_bytes, access_log)
-               ) -> pathlib.Path:
-    "The web app's image: the study's root filesystem (Apache + PHP, `rootfs_image`) with the app in it and Debian's default site left out, and wrk (`client_debs`: the client pod runs this image too), one layer."
-    root, files = rootfs_image(WEB_PACKAGES), app_files(**kw)
-    entries = [(DOCROOT, None, None)] + [(f"{DOCROOT}/{r[4:]}" if r.startswith('www/') else f"{SITES_DIR}/{r[6:]}", t.encode(), None)
-                                          for r, t in sorted(files.items())] + client_debs()
-    return image_archive(web_tag(**kw), entries, dest, tree=root, exclude={f"{SITES_DIR}/000-default.conf"},
-                         cmd=['/bin/sh', '-c', START_CMD])
-
-class PodServers:
-    "`Servers` on a Kubernetes testbed: the server a pod of the runtime's RuntimeClass, (re)started on demand; the load generator a pod of its own, of the same image (it carries wrk; vegeta is copied in)."
-    def __init__(self, teardown:Teardown, P:dict, *, kube, image:str):
-        from types import SimpleNamespace
-        self.td, self.P, self.kube, self.image = teardown, P, kube, image
-        self.configs = configs(P)
-        have = kube.check()['nodes']   # (those the inventory's node_selector allows)
-        nodes = sorted(have)
-        check_host(P, int(min(v['capacity_cpu'] for v in have.values())), where='nodes')   # the CPUs it pins exist on every node
-        if len(nodes) >= 2:   # placement as the parameters say: different-host puts the load generator on another node
-            self.server_node, client_node = nodes[0], nodes[1] if P['placement'] == 'different-host' else nodes[0]
-            self.placement = f"server on node {nodes[0]}, client on node {client_node}"
-        else:
-            self.server_node = client_node = None
-            self.placement = f"server and client on the cluster's one node {nodes[0]}" + (" (placement different-host needs a second node)" if P['placement'] == 'different-host' else '')
-        self.client_pod = SimpleNamespace(node=PodNode(kube, 'client', image=image, node=client_node, teardown=teardown).start())
-        self.pod, self.runtime, self.config, self.inst, self._td, self.starts = None, None, None, None, None, 0
-        self.start_s: list[float] = []
-        teardown.callback('runtimes-web server pod', self.close)
-
-    def url(self, endpoint:str) -> str:
-        url = endpoint_url(self.pod.ip, endpoint)   # with the port spelled out: the image has no /etc/services, where wrk looks 'http' up
-        return url.replace(f"//{self.pod.ip}/", f"//{self.pod.ip}:{PORT}/", 1)
-
-    get, drain, pool, rested, grow = Servers.get, Servers.drain, Servers.pool, Servers.rested, Servers.grow   # (a pod's pool is not counted: grow does nothing)
-    rest, replaced = None, False   # a pod's processes are not counted here: its pool is never replaced for being above rest
-
-    def start(self, runtime:str, config:str='default'):
-        import shlex
-        self.close()
-        if config != 'default': raise NotMeasurable(f"{runtime} {config}", "runsc's configuration variants are set through the runsc shim's own config on a cluster, not per pod")
-        try: self.kube.runtime_class(runtime)
-        except ConfigError: raise NotMeasurable(runtime, self.kube.why_not(runtime)) from None
-        self.starts += 1
-        self._td = Teardown(self.td.ledger)
-        t0 = time.perf_counter()
-        mem = self.P.get('memory_mb')
-        # Apache pinned to server_cpus inside the pod, as the local method pins its container (vegeta and wrk run on client_cpus)
-        cmd = f"exec taskset -c {shlex.quote(str(self.P['server_cpus']))} /bin/sh -c {shlex.quote(START_CMD)}"
-        self.pod = PodNode(self.kube, f"web{self.starts:03d}", runtime=runtime, image=self.image, cpu=self.P.get('cpu_quota'), node=self.server_node,
-                           memory=f"{mem}Mi" if mem else None, command=['/bin/sh', '-c', cmd], teardown=self._td).start()
-        deadline, url = time.monotonic() + 120, self.url('cpu')
-        # one GET through bash's /dev/tcp: the image (Debian minbase) has no wget, curl or Python
-        get = f"exec 3<>/dev/tcp/{self.pod.ip}/80 && printf 'GET /cpu.php HTTP/1.0\\r\\n\\r\\n' >&3 && head -1 <&3"
-        probe = f"timeout 3 bash -c {shlex.quote(get)} | grep -q ' 200 '"
-        while not self.client_pod.node.run(probe, check=False, timeout=30).ok:
-            if time.monotonic() > deadline: raise NotMeasurable(runtime, f"the web pod {self.pod.pod} did not answer {url} within 120 s")
-            time.sleep(0.2)
-        self.start_s.append(time.perf_counter() - t0)
-        self.inst, self.runtime, self.config = self.pod, runtime, config
-        return self.inst
-
-    def close(self):
-        if self._td is not None: self._td.close()
-        self.pod, self.runtime, self.config, self.inst, self._td = None, None, None, None, None
-
-def measure_in_pods(run, P:dict) -> None:
-    "The method on a Kubernetes testbed: the web image, the client pod, then the same sweeps with the server in a pod per runtime."
-    import json
-    from researchkit.workloads import vegeta, wrk
-    kube = run.testbed.kube
-    import functools
-    pool = {'max_spare_servers': P.get('max_spare_servers')}   # the app's files, the prefork pool's rule with them, are in the image
-    image = kube.image('web', functools.partial(web_archive, **pool), tag=web_tag(**pool))
-    servers = PodServers(run.teardown, P, kube=kube, image=image)
-    c = kube.check()
-    print(f"Kubernetes {c['version']} at {kube.server}: web image {image}; client pod {servers.client_pod.node.pod}")
-    tools = {'kubernetes': c['version'], 'runtime classes': json.dumps(kube.spec['runtime_classes'], sort_keys=True),
-             'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items()),
-             'web image': image, **vegeta.tool_versions(servers.client_pod.node), **wrk.tool_versions(servers.client_pod.node),
-             'server configs': json.dumps(configs(P), sort_keys=True), 'pod placement': servers.placement,
-             'apache MaxSpareServers': str(P.get('max_spare_servers')),
-             'server cpus': f"{P['server_cpus']} (taskset in the pod)" + (f", limit {P['cpu_quota']} cores" if P.get('cpu_quota') else '')}
-    v = dict(l.split('\t', 1) for l in servers.client_pod.node.run("dpkg-query -W apache2 libapache2-mod-php8.2", check=False, timeout=30).stdout.splitlines() if '\t' in l)
-    tools.update({'apache2': v.get('apache2', '?'), 'php': v.get('libapache2-mod-php8.2', '?')})   # the image's (the client pod runs it too)
-    sweeps(run, P, servers, tools)
+    "The method on the campaign `run`: its testbed's web servers and client (`workloads.webserver`), then each repetition's closed-loop cross-check and open-loop curves, runtime by runtime and endpoint by endpoint (`sweeps`, resuming)."
+    servers = web_servers(run.testbed, run.teardown, P, configs=configs(P))
+    sweeps(run, P, servers, servers.tools)
 
 # %% ../../nbs/62_runtimes_web.ipynb #c020
 def curve(df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate') -> pl.DataFrame:
