@@ -108,8 +108,7 @@ class Campaign:
         self._point_secs: dict[tuple, float] = {}   # (experiment, point_key) -> the longest one measurement of it took in this process
         self._t0 = self._t_first = None   # when measure() started; when its first sweep started (what came before is setup)
         self._prov, self._tools, self._caps, self._closed, self._host_checked = None, None, None, False, False
-        self._facts_pod = None   # on a Kubernetes testbed: the pod provenance facts are read in
-        self._keep = Teardown(self.teardown.ledger)   # what lives as long as the campaign, not the method (the facts pod): closed by close()
+        self._keep = Teardown(self.teardown.ledger)   # what lives as long as the campaign, not the method (the testbed's facts node): closed by close()
         atexit.register(self.close)
         if not self.measuring: self.id, self.resumed = campaign, False
         elif campaign is not None: self.id, self.resumed = campaign, True
@@ -125,15 +124,8 @@ class Campaign:
     # ---- what the study's method uses --------------------------------------------------------
     @property
     def node(self):
-        "The testbed's first host: where provenance facts are read (on a Kubernetes testbed: a pod of the run's, kept for the campaign)."
-        if self.testbed.kube is None: return self.testbed.hosts()[0]
-        kube = self.testbed.kube
-        # made again when it is gone: the method's teardown deletes the run's namespace (with this pod in it) when the method
-        # made the namespace first, and the records written after it (wall time, the campaign's end) read facts too
-        if self._facts_pod is None or not self._facts_pod.started or not kube.namespace_ready:
-            from researchkit.testbed.kube import PodNode
-            self._facts_pod = PodNode(kube, 'facts', teardown=self._keep).start()
-        return self._facts_pod
+        "Where provenance facts are read: the testbed's first host (on a Kubernetes testbed a pod of the run's, kept for the campaign: `Testbed.facts_node`)."
+        return self.testbed.facts_node(self._keep)
 
     @property
     def capabilities(self):

@@ -14,11 +14,9 @@ from ..teardown import Teardown
 from ..runtimes.adapters import RUNTIMES
 from ..runtimes.container import CGROUP_PARENT
 from .contract import Study, ADAPTIVE, check_cpu_budgets
-from ..ledger.network import Network
-from ..ledger.pods import POD_BIN, PodNetwork, fabric_archive, fabric_tag
+from ..ledger.beds import fabric_bed, fabric_runtimes, preflight as bed_preflight
 from ..ledger.spec import FABRIC_VERSION, Limits, NetworkSpec, PAPER_FABRIC
-from ..monitor import Monitor, PodMonitor, downsample
-from ..runtimes.adapters import get_runtime
+from ..monitor import downsample
 from ..runtimes.container import node_limits
 from ..testbed.nodes import LocalNode
 from ..testbed.tools import go_tools
@@ -27,13 +25,12 @@ from ..workloads.fabload import open_loop
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_OF', 'STANDIN_NOTE', 'VCPU_MECHANISM', 'SCHEMA',
            'SERIES_EVERY', 'CARRIED', 'CALIBRATION_LOADS', 'RATE_CHECKS', 'RATE_STEP', 'HEADROOM', 'BACKLOG_S',
-           'PAIRED', 'POD_CPU_NOTE', 'TPS', 'TPS_FROM', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS',
-           'FEW_LAT', 'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'sweeps', 'quotas',
-           'runtime_rows', 'block_tps', 'backlog_growth', 'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate',
-           'figure_only', 'measure', 'measure_with', 'pod_runtime_rows', 'runtimes_here', 'PodBench', 'measure_in_pods',
-           'with_tps', 'per_rep', 'decide_mean', 'secure_runtime', 'secure_label', 'budget_ratio',
-           'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios', 'optional_ratio', 'paper_ratios',
-           'fig4_table', 'figures', 'rate_check_note', 'notes', 'preflight', 'tool_versions']
+           'PAIRED', 'TPS', 'TPS_FROM', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT',
+           'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'sweeps', 'quotas', 'block_tps',
+           'backlog_growth', 'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate', 'figure_only', 'measure',
+           'measure_with', 'runtimes_here', 'with_tps', 'per_rep', 'decide_mean', 'secure_runtime', 'secure_label',
+           'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios', 'optional_ratio',
+           'paper_ratios', 'fig4_table', 'figures', 'rate_check_note', 'notes', 'preflight', 'tool_versions']
 
 # %% ../../nbs/64_hlf_kata.ipynb #c005
 NAME = 'hlf-kata'
@@ -188,14 +185,6 @@ RATE_STEP = 0.8
 HEADROOM = 1.25      # a check loads this much more than the rate it would set: this VM's speed drifts by ~25 % in phases of seconds
 BACKLOG_S = 0.5      # s: a load whose latency grows by more than this from the first third of its window's sends to the last builds a backlog
 
-def runtime_rows(P:dict, node) -> list[tuple[str, str, bool, str]]:
-    "(role, runtime, ok, version or the measured reason) for the native, secure and stand-in runtimes on `node` (`Runtime.available`, no container started)."
-    out = []
-    for role in ('native', 'secure', 'standin'):
-        ok, why = get_runtime(P[role], node).available(deep=False)
-        out.append((role, P[role], ok, why))
-    return out
-
 def _window_cpu(frame:pl.DataFrame, t0:float, t1:float) -> dict[str, float]:
     "Container -> mean cores over [t0, t1] of the monitor's series (Δcpu_s / Δt between the first and last sample inside)."
     out = {}
@@ -239,21 +228,27 @@ def sets_rates(P:dict, pt:dict) -> bool:
 
 # %% ../../nbs/64_hlf_kata.ipynb #c010s1
 class Bench:
-    "What the sweeps share: a Fabric network per runtime, one at a time or (`both_networks`) both up for the whole campaign, a budget's two runtimes loaded back to back while the other network is frozen; the capacity that sets the rates, the per-point quotas, monitor and load."
+    "What the sweeps share: a Fabric network per runtime on the testbed's bed (`ledger.beds`), one at a time or (`both_networks`) both up for the whole campaign, a budget's two runtimes loaded back to back while the other network is frozen; the capacity that sets the rates, the per-point quotas, monitor and load."
     @property
     def keep_both(self) -> bool:
-        "Both runtimes' networks stay up, so the sweeps pair the runtimes in rounds (`PAIRED`), the idle one frozen (`both_networks`)."
-        return bool(self.P.get('both_networks'))
+        "Both runtimes' networks stay up, so the sweeps pair the runtimes in rounds (`PAIRED`), the idle one frozen (`both_networks`); only where the quotas are set live."
+        return bool(self.P.get('both_networks')) and self.bed.live_limits
 
-    def __init__(self, run, P:dict):
-        self.run, self.P, self.td = run, P, run.teardown
+    @property
+    def shuffle(self) -> bool:
+        "The sweeps' points in a random order per repetition where one network per runtime serves them all (quotas set live); else in plan order, one budget's after another (a shuffle would bring a network up for nearly every point)."
+        return self.bed.live_limits
+
+    def __init__(self, run, P:dict,
+                 bed,   # where the networks come up (`ledger.beds.fabric_bed`, prepared)
+                ):
+        self.run, self.P, self.td, self.bed = run, P, run.teardown, bed
+        self.quotas: dict|None = None         # the quotas the live network started with (a bed without live limits)
         self.net, self.runtime, self._td = None, None, None   # the network that ran the last point, its runtime and teardown
         self.nets: dict[str, tuple] = {}      # runtime -> (network, its teardown): the networks up now
         self.ups: dict[str, float] = {}       # runtime -> seconds its network took to come up and be ready
         self.capacity: float|None = None      # tx/s at the largest budget of the runtime whose capacity sets the rates (native's or the secure one's)
         self.td.callback('hlf-kata network', self.close)
-
-    shuffle = True   # the sweeps' points in a random order per repetition (one network per runtime serves them all)
 
     def network(self, runtime:str):
         "The running network of `runtime`, bringing it up (and the other one down) when needed."
@@ -264,14 +259,15 @@ class Bench:
         return self.bring_up(runtime, {'all': Limits(cpuset=str(self.P['fabric_cpus']))})
 
     def configured(self, pt:dict, q:dict[str, float]):
-        "The network of point `pt`'s runtime with the quotas `q` (role -> cores) written live."
-        net = self.network(pt['runtime'])
-        for role, c in q.items(): net.set_limits(role, cpus=c)
+        "The network of point `pt`'s runtime with the quotas `q` (role -> cores): written live where the bed can (`live_limits`), else a network whose containers start with them (a new one when the runtime or the quotas change)."
+        if self.bed.live_limits:
+            net = self.network(pt['runtime'])
+            for role, c in q.items(): net.set_limits(role, cpus=c)
+            return net
+        if self.net is not None and (self.runtime, self.quotas) == (pt['runtime'], q) and self.net._up: return self.net
+        net = self.bring_up(pt['runtime'], {role: Limits(cpus=c, cpuset=str(self.P['fabric_cpus'])) for role, c in q.items()})
+        self.quotas = dict(q)
         return net
-
-    def make(self, spec, td:Teardown):
-        "A network of `spec` on the campaign's testbed, not up yet."
-        return Network(spec, teardown=td, testbed=None if self.run.testbed.is_local else self.run.testbed)
 
     def bring_up(self, runtime:str, limits:dict):
         "Bring a network of `runtime` with `limits` (node, role or 'all' -> `Limits`) up, after that runtime's old one (and, unless `keep_both`, every other) is down; its up time is recorded (experiment `network`)."
@@ -281,7 +277,7 @@ class Bench:
         spec = NetworkSpec(runtime=runtime, batch_timeout_s=P['batch_timeout_s'], limits=limits)
         self._td = Teardown(self.td.ledger)
         t = time.monotonic()
-        net = self.make(spec, self._td)
+        net = self.bed.make(spec, self._td)
         net.up(timeout=P['network_timeout_s'])
         self.ups[runtime] = up = time.monotonic() - t
         self.net, self.runtime = net, runtime
@@ -295,16 +291,6 @@ class Bench:
                    note=f"{net.tag}: {net.spec.runtime} {net.describe()['runtime_version']}; steps {net.timings}")
         print(f"{runtime} network {net.tag} ready in {up:.1f} s ({len(net.instances())} containers on CPUs {P['fabric_cpus']})")
         return net
-
-    def monitor(self, net, td:Teardown):
-        "The CPU monitor of the network's Fabric containers (their cgroups, sampled on the client CPUs), labelled with their roles."
-        inst = net.instances()
-        return Monitor(inst, interval=self.P['monitor_interval_s'], cpus=str(self.P['client_cpus']), teardown=td,
-                       labels={k: {'role': net.nodes[k].role} for k in inst})
-
-    def load_options(self) -> dict:
-        "`open_loop`'s options for this bench's networks (none: rk-load in a cgroup of its own, the pinned build)."
-        return {}
 
     def _close(self, runtime:str):
         "Bring `runtime`'s network down, if one is up."
@@ -360,11 +346,11 @@ class Bench:
             for rt, (other, _) in self.nets.items(): self.freeze(other, rt != pt['runtime'])
             idle0, t_idle = self.others_cpu_s(pt['runtime']), time.monotonic()
         with Teardown(self.td.ledger) as td:
-            mon = self.monitor(net, td)
+            mon = self.bed.monitor(net, td, interval=P['monitor_interval_s'], cpus=P['client_cpus'])   # the Fabric containers' CPU, sampled on the client CPUs
             with mon:
                 t_launch = time.time() - mon.t0_epoch
                 res = open_loop(net, rate=rate, duration=pt['seconds'], warmup=P['warmup_s'], cpus=str(P['client_cpus']),
-                                max_inflight=cap, timeout=timeout or P['tx_timeout_s'], teardown=td, **self.load_options())
+                                max_inflight=cap, timeout=timeout or P['tx_timeout_s'], teardown=td, **self.bed.load_options())
         m = dict(res.metrics)
         rows = res.rows
         w0 = rows.filter(~pl.col('warmup'))['intended_s'].min()
@@ -472,29 +458,31 @@ def _unavailable(reason:str):
     return measure
 
 def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: which runtimes can run here (recorded), then per runtime one network — native: calibration, Fig. 3 and Fig. 4 points; secure (or its stand-in): the same — each point's quotas set live. On a Kubernetes testbed: `measure_in_pods`."
-    if run.testbed.kube is not None: return measure_in_pods(run, P)
+    "The method on the campaign `run`: where its Fabric networks come up (`ledger.beds`: containers here and on SSH hosts, pods on a cluster), which runtimes can run there (recorded), then per runtime one network — native: calibration, Fig. 3 and Fig. 4 points; secure (or its stand-in): the same — each point's quotas set live where the bed can, else a network per quota set."
     check_params(P)
-    measure_with(run, P, rows=runtimes_here(run, P), bench=Bench(run, P), tools=tool_versions(run.node))
+    bed = fabric_bed(run.testbed, run.teardown)
+    check_host(P, bed.node_limits())   # the CPUs the containers pin exist where they run, before anything starts there
+    bed.prepare()
+    measure_with(run, P, rows=runtimes_here(run, P), bench=Bench(run, P, bed), tools={**tool_versions(run.node), **bed.tools})
 
 # %% ../../nbs/64_hlf_kata.ipynb #c010s3
 def measure_with(run, P:dict,
                  *, rows:list[tuple],   # (role, runtime, ok, version or the measured reason) of the native, secure and stand-in runtimes
-                 bench:Bench,           # brings each point's network up and loads it (`Bench`, `PodBench`)
+                 bench:Bench,           # brings each point's network up and loads it
                  tools:dict,            # tool versions for provenance
                 ) -> None:
     "The method wherever it runs (`P` checked): the runtimes' rows recorded, the secure runtime's points not measurable (with the reason) where it cannot run and its stand-in in its role, then per runtime its calibration, Fig. 3 and Fig. 4 points on `bench`'s networks."
     status = {role: (rt, ok, why) for role, rt, ok, why in rows}
     run.sweep('runtimes', [dict(role=role, runtime=rt) for role, (rt, ok, why) in status.items()],
               lambda pt, rep: ({'available': (1.0, f"1 = runs here ({status[pt['role']][2][:120]})")} if status[pt['role']][1]
-                               else _unavailable(status[pt['role']][2])(pt, rep)), repetitions=1)
+                               else _unavailable(status[pt['role']][2])(pt, rep)), repetitions=1, tools=tools)
     sec_rt, sec_ok, sec_why = status['secure']
     st_rt, st_ok, st_why = status['standin']
     secure = P['secure']
     if not sec_ok:   # the paper's secure runtime cannot run here: its points are recorded as not measurable, with the reason
         for exp, pts in plan(P).items():
             pts = [p for p in pts if p.get('role') == 'secure']
-            if pts: run.sweep(exp, pts, _unavailable(sec_why), repetitions=1)
+            if pts: run.sweep(exp, pts, _unavailable(sec_why), repetitions=1, tools=tools)
         secure = st_rt if st_ok else None
         print(f"{sec_rt} is not measurable here ({sec_why}); " + (f"{st_rt} stands in for it, labelled as a stand-in" if st_ok
               else f"the stand-in {st_rt} cannot run either ({st_why})"))
@@ -526,79 +514,10 @@ def measure_with(run, P:dict,
     finally:
         bench.close()
 
-def pod_runtime_rows(P:dict, kube) -> list[tuple[str, str, bool, str]]:
-    "(role, runtime, ok, its RuntimeClass or the measured reason) for the native, secure and stand-in runtimes on a Kubernetes testbed: a runtime runs where the inventory maps a class for it (a class whose pods cannot start says so, with the pod's events, at its first network)."
-    out = []
-    for role in ('native', 'secure', 'standin'):
-        try: cls = kube.runtime_class(P[role])
-        except ConfigError: out.append((role, P[role], False, kube.why_not(P[role]))); continue
-        out.append((role, P[role], True, f"RuntimeClass {cls}" if cls else "the cluster's default handler"))
-    return out
-
 def runtimes_here(run, P:dict) -> list[tuple[str, str, bool, str]]:
-    "(role, runtime, ok, version or the measured reason) where the campaign `run` measures: the inventory's RuntimeClasses on a Kubernetes testbed (`pod_runtime_rows`: a pod holds no runtime of its own to try), each runtime tried on the first host elsewhere (`runtime_rows`)."
-    kube = run.testbed.kube
-    return pod_runtime_rows(P, kube) if kube is not None else runtime_rows(P, run.node)
+    "(role, runtime, ok, version, class or the measured reason) of the native, secure and stand-in runtimes where the campaign `run` measures (`ledger.beds.fabric_runtimes`: tried on the first host, or the classes a cluster's inventory maps), nothing started."
+    return fabric_runtimes(run.testbed, {role: P[role] for role in ('native', 'secure', 'standin')})
 
-class PodBench(Bench):
-    "`Bench` on a Kubernetes testbed: a network is a `PodNetwork` whose Fabric pods have the point's quotas as CPU limits — fixed once a pod runs, so a network per runtime and quotas, and the points in plan order (one budget's after another) — rk-load in the client pod on another node where there is one, the CPU of each pod's own cgroup (`PodMonitor`)."
-    shuffle = False   # a shuffled order would bring a network up for nearly every point
-    keep_both = False   # a pod's CPU limit is fixed: a network per runtime and quotas, one at a time (whatever `both_networks` says)
-
-    def __init__(self, run, P:dict,
-                 *, kube,       # the testbed's `Kube`
-                 image:str,     # the Fabric image's reference
-                ):
-        super().__init__(run, P)
-        self.kube, self.image, self.quotas = kube, image, None
-        nodes = sorted(kube.check()['nodes'])   # (those the inventory's node_selector allows)
-        self.fabric_node, self.client_node = (nodes[0], nodes[1]) if len(nodes) >= 2 else (None, None)
-        self.placement = (f"Fabric pods on node {nodes[0]}, the client pod (rk-load) on node {nodes[1]}" if len(nodes) >= 2 else
-                          f"Fabric pods and the client pod (rk-load) on the cluster's one node {nodes[0]}")
-
-    def configured(self, pt:dict, q:dict[str, float]):
-        "The network of point `pt`'s runtime whose pods have the quotas `q` (role -> cores) as CPU limits; a new one when the runtime or the quotas change."
-        if self.net is not None and (self.runtime, self.quotas) == (pt['runtime'], q) and self.net._up: return self.net
-        net = self.bring_up(pt['runtime'], {role: Limits(cpus=c, cpuset=str(self.P['fabric_cpus'])) for role, c in q.items()})
-        self.quotas = dict(q)
-        return net
-
-    def make(self, spec, td:Teardown):
-        "A `PodNetwork` of `spec`: the Fabric pods on `fabric_node`, the client pod on `client_node`."
-        return PodNetwork(spec, kube=self.kube, teardown=td, image=self.image, fabric_node=self.fabric_node, client_node=self.client_node)
-
-    def monitor(self, net, td:Teardown):
-        "A `PodMonitor` of the network's Fabric pods, labelled with their roles."
-        inst = net.instances()
-        return PodMonitor({k: i.pod for k, i in inst.items()}, interval=self.P['monitor_interval_s'], teardown=td,
-                          labels={k: {'role': net.nodes[k].role} for k in inst})
-
-    def load_options(self) -> dict:
-        "rk-load of the Fabric image, not in a cgroup of its own (a pod cannot make one: its CPU is rk-load's own getrusage)."
-        return {'cgroup': False, 'binary': f"{POD_BIN}/rk-load"}
-
-POD_CPU_NOTE = ("each pod's own cgroup as the runtime shows it inside (PodMonitor): under runsc gVisor's account of the sandboxed "
-                "processes, under Kata the guest's; the sentry, gofer and VMM are not in it")
-
-# %% ../../nbs/64_hlf_kata.ipynb #c010s4
-def measure_in_pods(run, P:dict) -> None:
-    "The method on a Kubernetes testbed: the Fabric image (imported into a cluster on this machine, else the inventory's `images.fabric`), the runtimes that have a RuntimeClass, then the same sweeps on `PodBench`; the cluster's version, nodes, classes, the image and the placement in provenance."
-    import json
-    check_params(P)
-    kube = run.testbed.kube
-    c = kube.check()
-    cores = int(min(v['capacity_cpu'] for v in c['nodes'].values()))
-    check_host(P, {'cores': cores, 'online': list(range(cores))})   # the CPUs the pods pin (taskset) exist on every node
-    image = kube.image('fabric', fabric_archive, tag=fabric_tag())   # (no reference and no local cluster: ConfigError before any pod)
-    tools = tool_versions(run.node)
-    kube.ensure_namespace(run.teardown)   # the run's: the networks' pods come and go, the namespace stays
-    bench = PodBench(run, P, kube=kube, image=image)
-    tools.update({'kubernetes': c['version'], 'runtime classes': json.dumps(kube.spec['runtime_classes'], sort_keys=True),
-                  'nodes': '; '.join(f"{n}: {v['runtime']}, kubelet {v['kubelet']}" for n, v in c['nodes'].items()),
-                  'fabric image': image, 'pod placement': bench.placement, 'fabric cpu': POD_CPU_NOTE,
-                  'quota': "the pods' CPU limits, set when they start (a network per runtime and quotas); fabric_cpus as taskset in each pod"})
-    print(f"Kubernetes {c['version']} at {kube.server}: Fabric image {image}; {bench.placement}")
-    measure_with(run, P, rows=runtimes_here(run, P), bench=bench, tools=tools)
 
 # %% ../../nbs/64_hlf_kata.ipynb #c012
 # The TPS of every claim and figure (`with_tps`): the whole load's block rate (`tps_load_blocks`: the tx of its blocks after the first,
@@ -1033,22 +952,16 @@ def notes(df:pl.DataFrame) -> list[str]:
 
 # %% ../../nbs/64_hlf_kata.ipynb #c019
 def preflight(P:dict, inventory) -> None:
-    "Checks the CLI runs before anything starts: the vCPU pairs within their budgets, and on a local testbed every budget within the Fabric cpuset and this machine's cores."
+    "Checks the CLI runs before anything starts: the vCPU pairs within their budgets, on a local testbed every budget within the Fabric cpuset and this machine's cores, and what the testbed's bed needs (`ledger.beds.preflight`)."
     check_params(P)
     if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
-    if inventory.kind == 'kubernetes':
-        from researchkit.testbed.kube import check_images
-        check_images(inventory.spec['kubernetes'], 'fabric')
+    bed_preflight(inventory)   # what the testbed's bed needs (on a cluster: the Fabric image)
 
-def tool_versions(node) -> dict:
-    "Fabric, rk-load and the runtimes' versions (Kata: why it cannot run), for provenance; in a pod (a Kubernetes testbed) no runtime's: `measure_in_pods` adds the cluster's classes."
+def tool_versions(node=None) -> dict:
+    "Fabric's and rk-load's versions, for provenance (the runtimes' versions, or a cluster's classes, are the bed's: `ledger.beds`)."
     out = {'fabric': FABRIC_VERSION, 'paper_fabric': PAPER_FABRIC[:60]}
     try: out['rk-load'] = go_tools()['rk-load'].version
     except Exception as e: out['rk-load'] = f"unknown: {e}"[:80]
-    if getattr(node, 'kind', None) == 'pod': return out
-    for rt in ('runc', 'runsc', 'kata'):
-        ok, why = get_runtime(rt, node).available(deep=False)
-        out[rt] = (why if ok else f"unavailable: {why}")[:160]
     return out
 
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,

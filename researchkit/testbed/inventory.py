@@ -12,7 +12,7 @@ import yaml
 from ..core import ConfigError, Field, validate, project_root
 from .nodes import Node, LocalNode
 from .ssh import SSHNode
-from .kube import KUBE_SCHEMA, Kube
+from .kube import KUBE_SCHEMA, Kube, PodNode
 
 # %% auto #0
 __all__ = ['ROLES', 'KINDS', 'SSH_FIELDS', 'UNDERLAY_SCHEMA', 'NODE_SCHEMA', 'LOCAL_SCHEMA', 'INVENTORY_SCHEMA', 'LOCAL_DEFAULT',
@@ -196,6 +196,7 @@ class Testbed:
         self.nodes: dict[str, Node] = {n['name']: made[n['name']] for n in self.inventory.nodes}
         k = self.inventory.spec['kubernetes']
         self.kube: Kube|None = None
+        self._facts = None   # on a Kubernetes testbed: the pod a run reads its provenance facts in (`facts_node`)
         if k is not None:   # a cluster: it must answer and have what the inventory names before anything starts
             where = _where(self.inventory.path) if self.inventory.path else self.name
             try: self.kube = Kube(k); self.kube.check()
@@ -212,6 +213,15 @@ class Testbed:
         return [n for n in self.nodes.values() if role in n.roles]
     def hosts(self) -> list[Node]: return self.with_role('host')
     def vms(self) -> list[Node]: return self.with_role('vm')
+
+    def facts_node(self, keep) -> Node:
+        """Where a run reads its provenance facts: the first host; on a Kubernetes testbed a pod of the run's, registered with
+        `keep` (a `Teardown` that lives as long as the campaign), started on first use and again when it is gone: a method's
+        teardown deletes the run's namespace (with the pod in it) when the method made the namespace first."""
+        if self.kube is None: return self.hosts()[0]
+        if self._facts is None or not self._facts.started or not self.kube.namespace_ready:
+            self._facts = PodNode(self.kube, 'facts', teardown=keep).start()
+        return self._facts
 
     @property
     def is_local(self) -> bool: return self.kube is None and bool(self.nodes) and all(n.kind == 'local' for n in self.nodes.values())
