@@ -3,8 +3,8 @@ containerd and etcd, one node (`researchkit.runtimes.kube_cluster`), started onc
 nothing of its footprint left on the host. Pods as nodes (`researchkit.testbed.kube.PodNode`) per runtime class: exit codes, timeouts,
 files, background processes, CPU limits enforced in the pod's cgroup; bad input rejected before anything exists; a run
 interrupted or killed leaves no pod and no namespace behind. Multus networks between pods; Fabric in pods
-(`researchkit.ledger.pods.PodNetwork`); the smoke runs of runtimes-web, hlf-kata and cni-net (over the cluster's bridge
-and a Multus macvlan) on the cluster, through the CLI.
+(`researchkit.ledger.pods.PodNetwork`); the smoke runs of all five studies (runtimes-web, hlf-kata and cni-net over the cluster's bridge
+and a Multus macvlan; lsm-bpf and hlf-ec every point not measurable, with the reason the layer under them gives) on the cluster, through the CLI.
 
 The first build of the four binaries takes ~6 min on 2 cores (then the tool cache has them); a cluster starts in ~30 s."""
 import copy, json, os, pathlib, re, signal, subprocess, sys, textwrap, time, pytest, yaml
@@ -221,16 +221,39 @@ def test_an_interrupted_or_killed_run_leaves_no_pod_and_no_namespace(cluster, ku
     assert kube.pods(ns) == [] and ns not in [n.metadata.name for n in kube.core.list_namespace().items]
 
 
-def test_a_study_that_does_not_run_in_pods_refuses_a_kubernetes_testbed_before_anything_starts(tmp_path):
-    "A study whose method does not run in pods (lsm-bpf and hlf-ec) says so, naming the testbed, before any preflight, cluster contact or record."
+def test_a_study_that_does_not_run_on_a_kubernetes_testbed_refuses_it_before_anything_starts(tmp_path):
+    "A study whose method names no Kubernetes testbed (`Study.testbeds`; here lsm-bpf declared for local and SSH testbeds only, as a new study may be) says so, naming the testbed, before any preflight, cluster contact or record."
+    import dataclasses
     from researchkit.studies.campaign import Campaign
+    from researchkit.studies.catalog import get_study
     (tmp_path/'kubeconfig').write_text('apiVersion: v1\nkind: Config\nclusters: []\n')   # never read: the refusal comes first
     inv = tmp_path/'k.yaml'
     inv.write_text(yaml.safe_dump({'name': 'k', 'kubernetes': {'kubeconfig': str(tmp_path/'kubeconfig')}}))
-    for study in ('lsm-bpf', 'hlf-ec'):
-        with pytest.raises(ConfigError) as e: Campaign(study, profile='smoke', testbed=str(inv), results_dir=tmp_path/'r', figures_dir=tmp_path/'f')
-        assert e.value.where == 'testbed' and 'does not run on a kubernetes testbed yet' in e.value.msg, e.value
+    study = dataclasses.replace(get_study('lsm-bpf'), testbeds=('local', 'ssh'))
+    with pytest.raises(ConfigError) as e: Campaign(study, profile='smoke', testbed=str(inv), results_dir=tmp_path/'r', figures_dir=tmp_path/'f')
+    assert e.value.where == 'testbed' and 'does not run on a kubernetes testbed yet' in e.value.msg, e.value
     assert not (tmp_path/'r').exists()
+
+
+@pytest.mark.parametrize('study, why', [('lsm-bpf', "a Kubernetes testbed's nodes are reached only through the cluster's API"),
+                                        ('hlf-ec', "a pod's ledger lives in its own filesystem")])
+def test_a_study_whose_method_the_cluster_cannot_serve_records_every_point_not_measurable(cluster, kube, tmp_path, study, why):
+    "`researchkit run lsm-bpf|hlf-ec --testbed <the cluster's inventory> --profile smoke`: the layer under the study says what the cluster cannot give (a policy loaded on a node's kernel; the peers' block files beside an agent), so every planned point is recorded not measurable with that reason, the campaign completes, and no pod or namespace is left."
+    import polars as pl
+    from researchkit.results.store import ResultStore
+    from researchkit.studies.catalog import get_study, load_params
+    from researchkit.results.records import CAMPAIGN
+    inv = cluster.write_inventory(tmp_path/'cluster.yaml')
+    r = subprocess.run([str(pathlib.Path(sys.executable).parent/'researchkit'), 'run', study, '--testbed', str(inv), '--profile', 'smoke',
+                        '--results', str(tmp_path/'results'), '--figures', str(tmp_path/'figures'), '--no-progress'],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    df = ResultStore(tmp_path/'results').load(study)
+    points = df.filter(pl.col('experiment') != CAMPAIGN)   # (the campaign's own rows: wall time, completion)
+    planned = {e: len(p) for e, p in get_study(study).plan(load_params(study, 'smoke')).items() if p}
+    assert points.group_by('experiment').agg(pl.col('point_key').n_unique()).sort('experiment').rows() == sorted(planned.items()), points
+    assert set(points['metric']) == {'not_measurable'} and all(why in n for n in points['note']), points['note'].unique().to_list()
+    assert [n.metadata.name for n in kube.core.list_namespace().items if n.metadata.name.startswith('rk')] == [], 'a run namespace was left'
 
 
 def test_a_study_in_pods_without_its_image_is_refused_before_anything_starts(tmp_path):

@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/fabric_beds.html.md"""
 
 # %% ../../nbs/29c_fabric_beds.ipynb #c003
 from __future__ import annotations
-from ..core import ConfigError
+from ..core import ConfigError, NotMeasurable
 from ..teardown import Teardown
 from .network import Network
 from .pods import POD_BIN, PodNetwork, fabric_archive, fabric_tag
@@ -58,6 +58,9 @@ class HostBed:
     def load_options(self) -> dict:
         "`open_loop`'s options here: none (rk-load in a cgroup of its own, the pinned build)."
         return {}
+
+    def need(self, what:str) -> None:
+        "Nothing this bed lacks: the containers' block files and cgroups are on the hosts, where an agent beside them reads them."
 
 # %% ../../nbs/29c_fabric_beds.ipynb #c009
 POD_CPU_NOTE = ("each pod's own cgroup as the runtime shows it inside (PodMonitor): under runsc gVisor's account of the sandboxed "
@@ -111,6 +114,15 @@ class PodBed:
     def load_options(self) -> dict:
         "rk-load of the Fabric image, not in a cgroup of its own (a pod cannot make one: its CPU is rk-load's own getrusage)."
         return {'cgroup': False, 'binary': f"{POD_BIN}/rk-load"}
+
+    CANNOT = {   # what a method may need of a bed that pods do not give, and why
+        'block files': ("an agent beside each peer that reads, encodes and deletes its block files, and the host's view of them: "
+                        "a pod's ledger lives in its own filesystem, reached only through the cluster's API (exec), and no such agent "
+                        "is built for pods (the erasure-coding agents run on the hosts of the local and SSH testbeds)"),
+    }
+    def need(self, what:str) -> None:
+        "`NotMeasurable(what, reason)` where pods cannot give what a method needs (`CANNOT`)."
+        if what in self.CANNOT: raise NotMeasurable(what, self.CANNOT[what])
 
 # %% ../../nbs/29c_fabric_beds.ipynb #c013
 KINDS = {'local': HostBed, 'ssh': HostBed, 'kubernetes': PodBed}   # testbed kind -> where its Fabric networks come up

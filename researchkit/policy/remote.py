@@ -18,8 +18,8 @@ from .mechanisms import (Policy, MECHANISMS, EnforcementError, check_mechanisms,
                                            mechanism_rows, LANDLOCK_DIR)
 
 # %% auto #0
-__all__ = ['container_spec', 'container_from', 'serve', 'package_tar', 'ship', 'Agent', 'RemotePolicy', 'is_local', 'policy_on',
-           'remote_mechanism_rows', 'mechanisms_on']
+__all__ = ['POLICY_HOSTS', 'container_spec', 'container_from', 'serve', 'package_tar', 'ship', 'Agent', 'RemotePolicy',
+           'is_local', 'policy_on', 'policy_host', 'remote_mechanism_rows', 'mechanisms_on']
 
 # %% ../../nbs/27b_policy_remote.ipynb #c005
 def container_spec(c:Container) -> dict:
@@ -235,6 +235,18 @@ def policy_on(node:Node|None, rules:Rules, mechanisms:list[str], *, teardown:Tea
     "A `Policy` in this process when `node` is this machine, else a `RemotePolicy` held by an agent on `node`."
     if is_local(node): return Policy(rules, mechanisms, teardown=teardown, **kw)
     return RemotePolicy(node, rules, mechanisms, teardown=teardown, **kw)
+
+def _first_host(testbed) -> Node: return testbed.hosts()[0]
+def _no_host(testbed):
+    raise NotMeasurable('policy', "a BPF LSM program or a Landlock ruleset is loaded by a process on the machine whose kernel runs the "
+                        "containers; a Kubernetes testbed's nodes are reached only through the cluster's API (pods, exec), not as hosts "
+                        "where researchkit starts its policy agent")
+
+POLICY_HOSTS = {'local': _first_host, 'ssh': _first_host, 'kubernetes': _no_host}   # testbed kind -> where its policies are held
+
+def policy_host(testbed) -> Node:
+    "The machine of `testbed` whose kernel enforces a policy on the containers it runs (`policy_on` there), by the testbed's kind (`POLICY_HOSTS`); `NotMeasurable` with the reason where the testbed gives none."
+    return POLICY_HOSTS[testbed.inventory.kind](testbed)
 
 def remote_mechanism_rows(node:Node) -> list[tuple[str, bool, str]]:
     "`mechanism_rows()` measured on `node` by a short-lived agent: (name, ok, reason) per mechanism of that machine's kernel."

@@ -8,7 +8,7 @@ Docs: https://researchkit.github.io/researchkit/campaign.html.md"""
 from __future__ import annotations
 import atexit, sys, time, html, json, pathlib
 import polars as pl
-from ..core import ConfigError, ResearchkitError, current_run_id, project_root, validate
+from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, project_root, validate
 from ..claims import claims_markdown, evaluate
 from ..teardown import Teardown
 from ..results.records import live_provenance, campaign_complete, records, not_measurable, recorded_hosts, host_changes, point_key, CAMPAIGN
@@ -225,6 +225,16 @@ class Campaign:
         prov = self.provenance()
         rows = [r for pt, rep, metrics in items for r in records(self.study.name, experiment, pt, rep, metrics, prov)]
         return self.store.append(rows) if rows else 0
+
+    def not_measurable(self, points:dict[str, list[dict]],   # experiment -> its points (a study's plan)
+                       why:str,                               # the measured reason (what the testbed cannot give)
+                       *, tools:dict|None=None,
+                      ) -> list[SweepSummary]:
+        "Record every point of `points` as not measurable here, with `why`, once (as sweeps: resuming skips what is recorded); for a method whose testbed cannot give what it needs."
+        def unavailable(experiment):
+            def measure(pt, rep): raise NotMeasurable(experiment, why)
+            return measure
+        return [self.sweep(exp, pts, unavailable(exp), repetitions=1, tools=tools) for exp, pts in points.items() if pts]
 
     # ---- the run -----------------------------------------------------------------------------
     def measure(self) -> list[SweepSummary]:

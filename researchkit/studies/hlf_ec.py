@@ -13,7 +13,7 @@ from ..claims import Claim, Ratio, Verdict, all_hold, at_least, at_most, not_mea
 from ..teardown import Teardown
 from .contract import Study, ADAPTIVE, check_cpu_budgets
 from ..ledger.ec import ECSpec, Erasure, sha256_file
-from ..ledger.network import Network
+from ..ledger.beds import fabric_bed
 from ..ledger.spec import FABRIC_VERSION, Limits, NetworkSpec, OrgSpec
 from ..monitor import Monitor, downsample
 from ..runtimes.container import node_limits
@@ -176,8 +176,10 @@ class LoadFailed(Exception):
 # %% ../../nbs/65_hlf_ec.ipynb #c4526aeds1
 class Bench:
     "What the points share: the network (up once), the agents of the current code, the measured peer and its quota."
-    def __init__(self, run, P:dict):
-        self.run, self.P, self.td = run, P, run.teardown
+    def __init__(self, run, P:dict,
+                 bed,   # where the network comes up (`ledger.beds.fabric_bed`, prepared)
+                ):
+        self.run, self.P, self.td, self.bed = run, P, run.teardown, bed
         self.net, self._td, self.ec, self.code = None, None, None, None
         self.M = measured_peer(P)
         self.td.callback('hlf-ec network', self.close)
@@ -188,7 +190,7 @@ class Bench:
         P, run = self.P, self.run
         self._td = Teardown(self.td.ledger)
         t = time.monotonic()
-        net = Network(network_spec(P), teardown=self._td, testbed=None if run.testbed.is_local else run.testbed)
+        net = self.bed.make(network_spec(P), self._td)
         net.up(timeout=P['network_timeout_s'])
         up = time.monotonic() - t
         self.net = net
@@ -360,10 +362,13 @@ def measure_fn(experiment:str, P:dict, bench:Bench):
     return measure
 
 def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: the network, the EC-off / EC-on points, the rebuilds."
+    "The method on the campaign `run`: where its Fabric network comes up (`ledger.beds`; a bed that cannot give the erasure-coding agents the peers' block files makes every point not measurable, with its reason), the network, the EC-off / EC-on points, the rebuilds."
     check_params(P)
     pts = plan(P)
-    bench = Bench(run, P)
+    bed = fabric_bed(run.testbed, run.teardown)
+    try: bed.need('block files')   # the agents read, encode and delete each peer's block files beside it
+    except NotMeasurable as e: return run.not_measurable(pts, e.reason)
+    bench = Bench(run, P, bed.prepare())
     tools = tool_versions(run.node)
     try:
         bench.network()
@@ -673,4 +678,4 @@ def tool_versions(node) -> dict:
     return out
 
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
-              figures=figures, notes=notes, preflight=preflight, tools=tool_versions)
+              figures=figures, notes=notes, preflight=preflight, tools=tool_versions, testbeds=('local', 'ssh', 'kubernetes'))

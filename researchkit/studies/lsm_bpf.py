@@ -15,7 +15,7 @@ from ..results.records import NOT_MEASURABLE
 from .contract import Study, ADAPTIVE
 from ..policy.rules import Rules, synthetic, FILLER_DIR
 from ..policy.mechanisms import Policy, check_enforcement, EnforcementError, MECHANISMS
-from ..policy.remote import policy_on
+from ..policy.remote import policy_host, policy_on
 from ..networks.datapaths import Topology, testbed_hosts
 from ..policy.bpfprog import libbpf_version
 from ..policy.mechanisms import mechanism_rows
@@ -131,7 +131,7 @@ class Bench:
     "What the sweeps share: two pods on a bridge, the web server in the first, the blocked-files directory, and per point a policy."
     def __init__(self, run, P:dict):
         self.run, self.P, self.td = run, P, run.teardown
-        self.host = run.testbed.hosts()[0]
+        self.host = policy_host(run.testbed)   # the machine whose kernel enforces the policies: the testbed's first host
         tb = run.testbed   # the pods on the testbed's first host (this machine's namespaces on the local testbed)
         self.topo = Topology('bridge', placement='same-host', pods=2, teardown=self.td,
                              hosts=None if tb.is_local else testbed_hosts(tb)[:1]).up()
@@ -249,7 +249,9 @@ def prove(run, P:dict, bench:Bench) -> None:
     run.sweep('enforcement', [dict(mechanism=m) for m in mechs], measure, repetitions=1)
 
 def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: pods and the web server, the enforcement proof, then per-call, fio and wrk sweeps (resuming)."
+    "The method on the campaign `run`: the machine whose kernel enforces the policies (`policy.remote.policy_host`; where the testbed gives none, every point is not measurable with its reason), pods and the web server, the enforcement proof, then per-call, fio and wrk sweeps (resuming)."
+    try: policy_host(run.testbed)
+    except NotMeasurable as e: return run.not_measurable(plan(P), e.reason)
     bench = Bench(run, P)
     print(f"web server {bench.url} (runc, CPUs {P['server_cpus']}); client pod {bench.client_pod.name}")
     prove(run, P, bench)
@@ -516,4 +518,4 @@ def tool_versions(node) -> dict:
 
 from ..runtimes.rootfs import prepare_web_image   # the web server of the wrk experiment
 study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
-              figures=figures, notes=notes, tools=tool_versions, prepare=prepare_web_image)
+              figures=figures, notes=notes, tools=tool_versions, prepare=prepare_web_image, testbeds=('local', 'ssh', 'kubernetes'))
