@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 # %% auto #0
 __all__ = ['RUN_ID_RE', 'ResearchkitError', 'ConfigError', 'NotMeasurable', 'Field', 'validate', 'new_run_id', 'current_run_id',
-           'project_root', 'cache_dir', 'host_lock_path', 'host_lock', 'markdown_table']
+           'project_root', 'asset', 'cache_dir', 'host_lock_path', 'host_lock', 'markdown_table']
 
 # %% ../nbs/00_core.ipynb #c005
 class ResearchkitError(Exception):
@@ -132,6 +132,10 @@ def project_root() -> pathlib.Path:
     for d in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]:
         if (d/'params').is_dir() and (d/'pyproject.toml').exists(): return d
     return pathlib.Path(__file__).resolve().parent.parent
+
+def asset(path:str) -> str:
+    "The text of a source file the package ships beside the module that builds or runs it (C and BPF programs, PHP, a sampler script), by its path under `researchkit/`, e.g. 'workloads/assets/trigger.c'."
+    return (pathlib.Path(__file__).resolve().parent/path).read_text(encoding='utf-8')
 
 def cache_dir(*parts:str) -> pathlib.Path:
     "Build cache outside git (compiled BPF objects, MPI binaries, Go tools): `$RESEARCHKIT_CACHE` or `<project>/.cache`."

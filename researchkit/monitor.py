@@ -8,7 +8,8 @@ Docs: https://researchkit.github.io/researchkit/monitor.html.md"""
 from __future__ import annotations
 import os, sys, json, math, shlex, secrets, time, html, logging
 import polars as pl
-from .core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
+from fastcore.basics import patch
+from .core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, asset
 from .teardown import Teardown
 from .testbed.nodes import Node, LocalNode, Proc
 from .runtimes.container import CGROUP_PARENT, node_limits, check_cpus
@@ -23,167 +24,7 @@ __all__ = ['log', 'SAMPLER_PY', 'MIN_INTERVAL', 'FLUSH_S', 'KATA_NOTE', 'COLUMNS
            'downsample', 'series_records', 'series_frame']
 
 # %% ../nbs/19_monitor.ipynb #c005
-SAMPLER_PY = r'''"""researchkit monitor sampler: per-cgroup CPU and memory at absolute deadlines (stdlib only; one JSON line per sample).
-usage: python3 -I -S sampler.py SPEC.json   (SIGTERM/SIGINT/SIGHUP: flush, write the summary, exit 0)"""
-import os, sys, json, math, time, signal
-
-SIGS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-TCK = os.sysconf('SC_CLK_TCK')
-
-def _open(path):
-    try: return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError: return None
-
-def _field(buf, key):
-    "Integer after `key ` at the start of a line of `buf` (bytes), or None."
-    k = key + b' '
-    if buf.startswith(k): i = len(k)
-    else:
-        i = buf.find(b'\n' + k)
-        if i < 0: return None
-        i += len(k) + 1
-    j = buf.find(b'\n', i)
-    return int(buf[i:j] if j >= 0 else buf[i:])
-
-class Target:
-    "One monitored cgroup (its files in one or more hierarchy dirs), read through fds opened once."
-    def __init__(self, t):
-        self.name, self.dirs, self.procs, self.kind = t['name'], t['dirs'], t.get('procs', False), t.get('classify', 'plain')
-        self.fds, self.files = {}, {}
-        for key, names in (('cpu', ('cpuacct.usage', 'cpu.stat')), ('mem', ('memory.usage_in_bytes', 'memory.current')),
-                           ('stat', ('memory.stat',))):
-            for d in self.dirs:
-                for n in names:
-                    fd = _open(f"{d}/{n}")
-                    if fd is None: continue
-                    if n == 'cpu.stat' and _field(os.pread(fd, 4096, 0), b'usage_usec') is None:  # v1 cpu.stat: throttling only
-                        os.close(fd); continue
-                    self.fds[key], self.files[key] = fd, f"{d}/{n}"; break
-                if key in self.fds: break
-        self.gone = False
-        self.pids = {}   # pid -> [stat fd, class, last ticks]
-        self.seen = False
-
-    def read(self):
-        "[cpu_ns, mem_bytes, working_set_bytes] (None where a file is missing); raises OSError when the cgroup is gone."
-        cpu = mem = ws = None
-        fd = self.fds.get('cpu')
-        if fd is not None:
-            b = os.pread(fd, 4096, 0)
-            cpu = int(b) if self.files['cpu'].endswith('cpuacct.usage') else _field(b, b'usage_usec') * 1000
-        fd = self.fds.get('mem')
-        if fd is not None: mem = int(os.pread(fd, 64, 0))
-        fd = self.fds.get('stat')
-        if fd is not None and mem is not None:
-            b = os.pread(fd, 8192, 0)
-            inact = _field(b, b'total_inactive_file')
-            if inact is None: inact = _field(b, b'inactive_file')
-            ws = max(0, mem - inact) if inact is not None else None
-        return [cpu, mem, ws]
-
-    def close(self):
-        for fd in self.fds.values(): os.close(fd)
-        for p in self.pids.values(): os.close(p[0])
-        self.fds, self.pids = {}, {}
-
-    def classes(self, first):
-        "{class: [cpu_ticks of live processes, processes, ticks used since the last pass]} from cgroup.procs and /proc/PID/stat."
-        pids = set()
-        for d in self.dirs[:1]:
-            for root, subdirs, files in os.walk(d):
-                if 'cgroup.procs' in files:
-                    try:
-                        with open(f"{root}/cgroup.procs", 'rb') as f: pids.update(int(x) for x in f.read().split())
-                    except OSError: pass
-        out = {}
-        for pid in list(self.pids):
-            if pid not in pids: os.close(self.pids.pop(pid)[0])
-        for pid in pids:
-            ent = self.pids.get(pid)
-            try:
-                cls = _classify(self.kind, pid)
-                if ent is None:
-                    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-                    ent = self.pids[pid] = [fd, cls, None if first else 0]
-                ent[1] = cls
-                f = os.pread(ent[0], 1024, 0).rsplit(b')', 1)[1].split()
-                ticks = int(f[11]) + int(f[12])
-            except (OSError, IndexError, ValueError):
-                if pid in self.pids: os.close(self.pids.pop(pid)[0])
-                continue
-            c = out.setdefault(ent[1], [0, 0, None if first else 0])
-            c[0] += ticks; c[1] += 1
-            if ent[2] is not None and c[2] is not None: c[2] += ticks - ent[2]
-            ent[2] = ticks
-        return out
-
-def _classify(kind, pid):
-    "runsc: 'sentry' (runsc-sandbox … boot), 'gofer' (runsc-gofer), 'app' (the rest: systrap stubs, empty cmdline); else 'app'."
-    if kind != 'runsc': return 'app'
-    with open(f"/proc/{pid}/cmdline", 'rb') as f: argv = f.read().split(b'\0')
-    a0 = argv[0].rsplit(b'/', 1)[-1]
-    if a0.startswith(b'runsc-gofer') or (a0.startswith(b'runsc') and b'gofer' in argv): return 'gofer'
-    if a0.startswith(b'runsc-sandbox') or (a0.startswith(b'runsc') and b'boot' in argv): return 'sentry'
-    return 'app'
-
-def main(spec_path):
-    signal.pthread_sigmask(signal.SIG_BLOCK, SIGS)  # signals wait in sigtimedwait below: never mid-sample
-    with open(spec_path) as f: spec = json.load(f)
-    iv, pe = float(spec['interval_s']), int(spec.get('procs_every') or 0)
-    targets = [Target(t) for t in spec['targets']]
-    out = open(spec['out'], 'w', buffering=1 << 16)
-    flush_every = max(1, int(math.ceil(float(spec.get('flush_s', 2.0)) / iv)))
-    max_s = spec.get('max_s')
-    mono = time.monotonic
-    c_start = time.process_time()
-    t0, e0 = mono(), time.time()
-    out.write(json.dumps({'kind': 'start', 't0_mono': t0, 't0_epoch': e0, 'pid': os.getpid(), 'interval_s': iv,
-                          'affinity': sorted(os.sched_getaffinity(0)), 'python': sys.version.split()[0], 'clk_tck': TCK,
-                          'startup_cpu_s': c_start, 'files': {t.name: t.files for t in targets}}) + '\n')
-    out.flush()
-    k = taken = late = missed = 0
-    c_loop0 = time.process_time()
-    reason = None
-    while True:
-        d = t0 + k * iv
-        if signal.sigtimedwait(SIGS, max(0.0, d - mono())) is not None: reason = 'signal'; break
-        tr = mono(); lag = tr - d
-        vals, gone = {}, []
-        for t in targets:
-            if t.gone: continue
-            try: vals[t.name] = t.read()
-            except (OSError, ValueError, TypeError):
-                t.gone = True; t.close(); gone.append(t.name)
-        rec = {'k': k, 't': round(tr - t0, 6), 'lag': round(lag, 6), 'v': vals}
-        if gone: rec['gone'] = gone
-        if pe and k % pe == 0:
-            rec['procs'] = {t.name: t.classes(not t.seen) for t in targets if t.procs and not t.gone}
-            for t in targets:
-                if t.procs: t.seen = True
-        out.write(json.dumps(rec, separators=(',', ':')) + '\n')
-        taken += 1
-        if lag > iv / 2: late += 1
-        if taken == 1 or taken % flush_every == 0: out.flush()   # the first sample at once: start() waits for it
-        k += 1
-        now = mono()
-        if now - (t0 + k * iv) > iv / 2:  # stalled past the next slot: skip to the first slot not yet half an interval late
-            j = int(math.ceil((now - iv / 2 - t0) / iv))
-            missed += j - k; k = j
-        if max_s is not None and now - t0 >= max_s: reason = 'max_s'; break
-    t_stop = mono()
-    last = int(math.floor((t_stop - t0) / iv))
-    if last >= k: missed += last - k + 1   # slots that fell due before the stop but were not sampled
-    c_end = time.process_time()
-    out.write(json.dumps({'kind': 'end', 'reason': reason, 't_stop': round(t_stop - t0, 6), 'expected': last + 1,
-                          'taken': taken, 'late': late, 'missed': missed, 'cpu_s': c_end, 'startup_cpu_s': c_loop0,
-                          'loop_cpu_s': c_end - c_loop0}) + '\n')
-    out.close()
-    for t in targets: t.close()
-    return 0
-
-if __name__ == '__main__':
-    sys.exit(main(sys.argv[1]))
-'''
+SAMPLER_PY = asset('assets/sampler.py.in')   # the sampler: per-cgroup CPU and memory at absolute deadlines: researchkit/assets/sampler.py.in
 
 # %% ../nbs/19_monitor.ipynb #c008
 MIN_INTERVAL = 0.01   # s; faster than 100 Hz is not what this sampler is for
@@ -381,24 +222,6 @@ class Monitor(_Sampling):
             if time.monotonic() > deadline: raise MonitorError(f"the sampler on {self.node.name} took no sample within {timeout:g} s", self.proc.output())
             time.sleep(0.01)
 
-    def stop(self) -> 'Monitor':
-        "SIGTERM the sampler (it flushes and writes its summary), read its output, remove its files; idempotent."
-        if self._td is None: raise MonitorError("this Monitor was never started")
-        if self._stopped: return self
-        self._stopped = True
-        try:
-            if self.proc is not None:
-                self.proc.stop(grace=10)
-                self._parse(self._read_out())
-        finally:
-            self._td.close()
-        if self.end is None:
-            try: out = self.proc.output() if self.proc is not None else ''
-            except Exception: out = ''
-            raise MonitorError(f"the sampler on {self.node.name} ended without its summary (exit {self.proc.rc if self.proc else None}); "
-                               f"{len(self._samples)} samples kept", out)
-        return self
-
     _kind = 'monitor'
 
     # -- results
@@ -425,92 +248,102 @@ class Monitor(_Sampling):
         return {'cpu_s': e['cpu_s'], 'startup_cpu_s': e['startup_cpu_s'], 'loop_cpu_s': e['loop_cpu_s'], 'duration_s': e['t_stop'],
                 'cores': e['loop_cpu_s'] / e['t_stop'] if e['t_stop'] > 0 else float('nan'), 'per_sample_per_target_s': e['loop_cpu_s'] / n}
 
-    def _need_end(self) -> dict:
-        if self.end is None: raise MonitorError("no summary yet: stop the Monitor first (or leave its `with` block)")
-        return self.end
-
-    def _parse(self, text:str):
-        "Read the sampler's JSON lines: the header, one line per sample, the summary (a torn last line after a kill is ignored)."
-        self._samples, self._gone = [], {}
-        for line in text.splitlines():
-            try: r = json.loads(line)
-            except json.JSONDecodeError: continue
-            kind = r.get('kind')
-            if kind == 'start': self.header = r
-            elif kind == 'end': self.end = r
-            elif 'k' in r:
-                self._samples.append(r)
-                for n in r.get('gone', ()): self._gone[n] = r['t']
-
-    def frame(self) -> pl.DataFrame:
-        "Tidy series: k, t (s since t0, the first deadline), container, state ('ok'/'gone'), cpu_s (since the first sample), cpu_cores, mem_bytes, working_set_bytes, runtime, labels."
-        rows = []
-        for r in self._samples:
-            for n, (cpu, mem, ws) in r['v'].items(): rows.append((r['k'], r['t'], n, 'ok', cpu, mem, ws))
-            for n in r.get('gone', ()): rows.append((r['k'], r['t'], n, 'gone', None, None, None))
-        df = pl.DataFrame(rows, schema={'k': pl.Int64, 't': pl.Float64, 'container': pl.Utf8, 'state': pl.Utf8, '_ns': pl.Int64,
-                                        'mem_bytes': pl.Int64, 'working_set_bytes': pl.Int64}, orient='row').sort('container', 't')
-        ok = pl.col('state') == 'ok'
-        first = pl.col('_ns').filter(ok).first().over('container')
-        df = df.with_columns(cpu_s=(pl.col('_ns') - first) / 1e9,
-                             cpu_cores=pl.when(ok).then(pl.col('_ns').diff().over('container') / 1e9 / pl.col('t').diff().over('container')))
-        df = df.with_columns(runtime=pl.col('container').replace_strict(self.runtimes, default=None, return_dtype=pl.Utf8))
-        keys = sorted({k for lab in self.labels.values() for k in lab})
-        for k in keys:
-            m = {n: lab.get(k) for n, lab in self.labels.items()}
-            df = df.with_columns(pl.col('container').replace_strict(m, default=None).alias(k))
-        return df.select(*COLUMNS, *keys)
-
-    def classes(self) -> pl.DataFrame:
-        "Per-process classes (runsc: sentry, gofer, app; others: app) every `procs_every` samples: t, container, class, procs, cpu_s, cpu_cores."
-        tck = (self.header or {}).get('clk_tck', 100)
-        rows, last = [], {}
-        for r in self._samples:
-            for n, classes in r.get('procs', {}).items():
-                dt = r['t'] - last[n] if n in last else None
-                last[n] = r['t']
-                for c, (ticks, nproc, d) in classes.items():
-                    rows.append((r['t'], n, c, nproc, ticks / tck, d / tck / dt if d is not None and dt else None))
-        return pl.DataFrame(rows, schema={'t': pl.Float64, 'container': pl.Utf8, 'class': pl.Utf8, 'procs': pl.Int64, 'cpu_s': pl.Float64,
-                                          'cpu_cores': pl.Float64}, orient='row').sort('container', 'class', 't')
-
-    def metrics(self) -> dict:
-        "Completeness and cost as record metrics (`results.records.records(..., metrics=mon.metrics())`)."
-        c, cost = self.completeness, self.cost
-        return {'monitor_expected': (float(c['expected']), 'samples'), 'monitor_taken': (float(c['taken']), 'samples'),
-                'monitor_late': (float(c['late']), 'samples'), 'monitor_missed': (float(c['missed']), 'samples'),
-                'monitor_gone': (float(len(c['gone'])), 'targets'), 'monitor_cpu_s': (float(cost['cpu_s']), 's'),
-                'monitor_cost_cores': (float(cost['cores']), 'cores (sampling loop)')}
-
-    def _repr_html_(self):
-        state = 'not started' if self._td is None else ('stopped' if self.end else 'running')
-        s = (f"<b>Monitor</b> of {len(self.targets)} targets on <code>{html.escape(self.node.name)}</code> every {self.interval:g} s "
-             f"(sampler CPUs {html.escape(str(self.cpus or 'any'))}): {state}")
-        if self.end:
-            c = self.completeness
-            s += f"; {c['taken']}/{c['expected']} samples, {c['late']} late, {c['missed']} missed; cost {self.cost['cores']*100:.3f} % of a core"
-        return s
-
     def __repr__(self): return f"Monitor({list(self.targets)}, interval={self.interval:g}, node={self.node.name!r})"
 
+# %% ../nbs/19_monitor.ipynb #c012s1p1
+@patch
+def stop(self:Monitor) -> 'Monitor':
+    "SIGTERM the sampler (it flushes and writes its summary), read its output, remove its files; idempotent."
+    if self._td is None: raise MonitorError("this Monitor was never started")
+    if self._stopped: return self
+    self._stopped = True
+    try:
+        if self.proc is not None:
+            self.proc.stop(grace=10)
+            self._parse(self._read_out())
+    finally:
+        self._td.close()
+    if self.end is None:
+        try: out = self.proc.output() if self.proc is not None else ''
+        except Exception: out = ''
+        raise MonitorError(f"the sampler on {self.node.name} ended without its summary (exit {self.proc.rc if self.proc else None}); "
+                           f"{len(self._samples)} samples kept", out)
+    return self
+
+@patch
+def _need_end(self:Monitor) -> dict:
+    if self.end is None: raise MonitorError("no summary yet: stop the Monitor first (or leave its `with` block)")
+    return self.end
+
+@patch
+def _parse(self:Monitor, text:str):
+    "Read the sampler's JSON lines: the header, one line per sample, the summary (a torn last line after a kill is ignored)."
+    self._samples, self._gone = [], {}
+    for line in text.splitlines():
+        try: r = json.loads(line)
+        except json.JSONDecodeError: continue
+        kind = r.get('kind')
+        if kind == 'start': self.header = r
+        elif kind == 'end': self.end = r
+        elif 'k' in r:
+            self._samples.append(r)
+            for n in r.get('gone', ()): self._gone[n] = r['t']
+
+@patch
+def frame(self:Monitor) -> pl.DataFrame:
+    "Tidy series: k, t (s since t0, the first deadline), container, state ('ok'/'gone'), cpu_s (since the first sample), cpu_cores, mem_bytes, working_set_bytes, runtime, labels."
+    rows = []
+    for r in self._samples:
+        for n, (cpu, mem, ws) in r['v'].items(): rows.append((r['k'], r['t'], n, 'ok', cpu, mem, ws))
+        for n in r.get('gone', ()): rows.append((r['k'], r['t'], n, 'gone', None, None, None))
+    df = pl.DataFrame(rows, schema={'k': pl.Int64, 't': pl.Float64, 'container': pl.Utf8, 'state': pl.Utf8, '_ns': pl.Int64,
+                                    'mem_bytes': pl.Int64, 'working_set_bytes': pl.Int64}, orient='row').sort('container', 't')
+    ok = pl.col('state') == 'ok'
+    first = pl.col('_ns').filter(ok).first().over('container')
+    df = df.with_columns(cpu_s=(pl.col('_ns') - first) / 1e9,
+                         cpu_cores=pl.when(ok).then(pl.col('_ns').diff().over('container') / 1e9 / pl.col('t').diff().over('container')))
+    df = df.with_columns(runtime=pl.col('container').replace_strict(self.runtimes, default=None, return_dtype=pl.Utf8))
+    keys = sorted({k for lab in self.labels.values() for k in lab})
+    for k in keys:
+        m = {n: lab.get(k) for n, lab in self.labels.items()}
+        df = df.with_columns(pl.col('container').replace_strict(m, default=None).alias(k))
+    return df.select(*COLUMNS, *keys)
+
+@patch
+def classes(self:Monitor) -> pl.DataFrame:
+    "Per-process classes (runsc: sentry, gofer, app; others: app) every `procs_every` samples: t, container, class, procs, cpu_s, cpu_cores."
+    tck = (self.header or {}).get('clk_tck', 100)
+    rows, last = [], {}
+    for r in self._samples:
+        for n, classes in r.get('procs', {}).items():
+            dt = r['t'] - last[n] if n in last else None
+            last[n] = r['t']
+            for c, (ticks, nproc, d) in classes.items():
+                rows.append((r['t'], n, c, nproc, ticks / tck, d / tck / dt if d is not None and dt else None))
+    return pl.DataFrame(rows, schema={'t': pl.Float64, 'container': pl.Utf8, 'class': pl.Utf8, 'procs': pl.Int64, 'cpu_s': pl.Float64,
+                                      'cpu_cores': pl.Float64}, orient='row').sort('container', 'class', 't')
+
+@patch
+def metrics(self:Monitor) -> dict:
+    "Completeness and cost as record metrics (`results.records.records(..., metrics=mon.metrics())`)."
+    c, cost = self.completeness, self.cost
+    return {'monitor_expected': (float(c['expected']), 'samples'), 'monitor_taken': (float(c['taken']), 'samples'),
+            'monitor_late': (float(c['late']), 'samples'), 'monitor_missed': (float(c['missed']), 'samples'),
+            'monitor_gone': (float(len(c['gone'])), 'targets'), 'monitor_cpu_s': (float(cost['cpu_s']), 's'),
+            'monitor_cost_cores': (float(cost['cores']), 'cores (sampling loop)')}
+
+@patch
+def _repr_html_(self:Monitor):
+    state = 'not started' if self._td is None else ('stopped' if self.end else 'running')
+    s = (f"<b>Monitor</b> of {len(self.targets)} targets on <code>{html.escape(self.node.name)}</code> every {self.interval:g} s "
+         f"(sampler CPUs {html.escape(str(self.cpus or 'any'))}): {state}")
+    if self.end:
+        c = self.completeness
+        s += f"; {c['taken']}/{c['expected']} samples, {c['late']} late, {c['missed']} missed; cost {self.cost['cores']*100:.3f} % of a core"
+    return s
+
 # %% ../nbs/19_monitor.ipynb #c016b
-POD_SAMPLER_SH = r'''# researchkit pod sampler; argv: INTERVAL_US FIRST_DEADLINE_US OUT; one line "k t_us cpu_ns" per deadline met
-iv=$1 next=$2 out=$3 k=0
-if [ -r /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then f=/sys/fs/cgroup/cpuacct/cpuacct.usage m=1
-elif [ -r /sys/fs/cgroup/cpu.stat ]; then f=/sys/fs/cgroup/cpu.stat m=1000
-else echo "no cpuacct.usage or cpu.stat under /sys/fs/cgroup" >&2; exit 2; fi
-exec 3<> <(:)    # a pipe nobody writes: `read -t` on it sleeps without a fork
-: > "$out"
-while :; do
-  d=$(( next - ${EPOCHREALTIME/[.,]/} ))
-  if (( d > 0 )); then printf -v s '%d.%06d' $(( d / 1000000 )) $(( d % 1000000 )); read -t "$s" -u 3; fi
-  t=${EPOCHREALTIME/[.,]/} u=
-  if (( m == 1 )); then read -r u < "$f"; else while read -r key val; do [[ $key == usage_usec ]] && { u=$val; break; }; done < "$f"; fi
-  [[ -n $u ]] && echo "$k $t $(( u * m ))" >> "$out"
-  (( k += 1, next += iv ))
-  while (( next <= ${EPOCHREALTIME/[.,]/} )); do (( k += 1, next += iv )); done   # deadlines already past: missed
-done
-'''
+POD_SAMPLER_SH = asset('assets/pod_sampler.sh')   # the sampler inside a pod: researchkit/assets/pod_sampler.sh
 
 class PodMonitor(_Sampling):
     "`Monitor` for pods of a Kubernetes testbed: each pod's CPU from its own cgroup, sampled at shared deadlines by a bash loop inside the pod (`POD_SAMPLER_SH`); `t0_epoch`, `frame()`, `classes()` (empty) and `metrics()` as `Monitor`'s; a context manager."

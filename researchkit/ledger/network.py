@@ -9,7 +9,8 @@ from __future__ import annotations
 import os, re, sys, json, time, html, shlex, secrets, tempfile
 from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
-from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
+from fastcore.basics import patch
+from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, asset
 from ..teardown import Teardown, signals_unwind
 from ..testbed.nodes import Node, LocalNode, NetnsNode, Result, CommandFailed, CommandTimeout
 from ..runtimes.container import Container, Mount, node_limits
@@ -175,37 +176,44 @@ class Network:
         "Until `n` accepts TCP connections on `port` (from the client pod); `ContainerError` with its log if it exits first."
         n.instance.wait_ready(lambda: self._tcp(n.ip, port), timeout=self._left(), interval=0.05)
 
-    def _poll(self, what:str, probe, interval:float=0.1, timeout:float|None=None):
-        "Poll `probe()` until it returns a true value (exceptions count as not yet); `NetworkError` after `timeout` (default: what `up()` has left)."
-        last, deadline = None, time.monotonic() + (timeout or self._left())
-        while True:
-            try:
-                v = probe()
-                if v: return v
-            except (ResearchkitError, ValueError, KeyError) as e: last = e
-            if time.monotonic() > deadline:
-                raise NetworkError(f"fabric network {self.tag}: {what} not reached in time" + (f": {last}" if last else ''))
-            time.sleep(interval)
+# %% ../../nbs/29_fabric_network.ipynb #c007s1p1
+@patch
+def _poll(self:Network, what:str, probe, interval:float=0.1, timeout:float|None=None):
+    "Poll `probe()` until it returns a true value (exceptions count as not yet); `NetworkError` after `timeout` (default: what `up()` has left)."
+    last, deadline = None, time.monotonic() + (timeout or self._left())
+    while True:
+        try:
+            v = probe()
+            if v: return v
+        except (ResearchkitError, ValueError, KeyError) as e: last = e
+        if time.monotonic() > deadline:
+            raise NetworkError(f"fabric network {self.tag}: {what} not reached in time" + (f": {last}" if last else ''))
+        time.sleep(interval)
 
-    def _of(self, role:str) -> list[FabNode]: return [n for n in self.nodes.values() if n.role == role]
+@patch
+def _of(self:Network, role:str) -> list[FabNode]: return [n for n in self.nodes.values() if n.role == role]
 
-    def endorsers(self) -> list[str]:
-        "The first endorsing peer of every organization (who endorses invokes and commits the chaincode definition)."
-        return [self.spec.peer_names(o)[0] for o in self.spec.orgs]
+@patch
+def endorsers(self:Network) -> list[str]:
+    "The first endorsing peer of every organization (who endorses invokes and commits the chaincode definition)."
+    return [self.spec.peer_names(o)[0] for o in self.spec.orgs]
 
-    def _orderer_flags(self) -> list[str]:
-        o = self._of('orderer')[0]
-        return ['-o', f"{o.ip}:{PORTS['orderer']}", '--tls', '--cafile', f"{self.layout.tls(o.name)}/ca.crt"]
+@patch
+def _orderer_flags(self:Network) -> list[str]:
+    o = self._of('orderer')[0]
+    return ['-o', f"{o.ip}:{PORTS['orderer']}", '--tls', '--cafile', f"{self.layout.tls(o.name)}/ca.crt"]
 
-    def _peer_flags(self, peers:list[str]) -> list[str]:
-        out = []
-        for p in peers: out += ['--peerAddresses', f"{self.ips[p]}:{PORTS['peer']}", '--tlsRootCertFiles', f"{self.layout.tls(p)}/ca.crt"]
-        return out
+@patch
+def _peer_flags(self:Network, peers:list[str]) -> list[str]:
+    out = []
+    for p in peers: out += ['--peerAddresses', f"{self.ips[p]}:{PORTS['peer']}", '--tlsRootCertFiles', f"{self.layout.tls(p)}/ca.crt"]
+    return out
 
-    def cli(self, peer:str, args:list, *, user:str='admin', timeout:float=60, check:bool=True) -> Result:
-        "Run the `peer` CLI in the client pod as `peer`'s organization admin (or `user='user1'`), talking to `peer`."
-        self._check_node(peer, 'peer')
-        return self._run([self._tool('peer'), *map(str, args)], env=admin_env(self.spec, self.layout, peer, self.ips, user=user), timeout=timeout, check=check)
+@patch
+def cli(self:Network, peer:str, args:list, *, user:str='admin', timeout:float=60, check:bool=True) -> Result:
+    "Run the `peer` CLI in the client pod as `peer`'s organization admin (or `user='user1'`), talking to `peer`."
+    self._check_node(peer, 'peer')
+    return self._run([self._tool('peer'), *map(str, args)], env=admin_env(self.spec, self.layout, peer, self.ips, user=user), timeout=timeout, check=check)
 
 # %% ../../nbs/29_fabric_network.ipynb #c009
 def _up(self, *, timeout:float=180) -> 'Network':
@@ -488,54 +496,7 @@ Network.__repr__ = lambda self: f"Network({self.tag!r}, {self.spec.runtime}, {le
 SDK_VERSION = '1.0.0'
 SDK_INSTALL = f".venv/bin/python -m pip install --no-deps fabric-sdk-py=={SDK_VERSION}"
 
-SDK_SCRIPT = r'''
-import os, sys, json, time, asyncio
-os.environ['PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION'] = 'python'
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.backends import default_backend
-from hfc.util.crypto.crypto import Ecies
-Ecies.generate_private_key = lambda self: ec.generate_private_key(self.curve(), default_backend())
-from hfc.fabric import Client
-p = json.load(sys.stdin)
-ch, cc, key, value = p['channel'], p['chaincode'], p['key'], p['value']
-
-async def main():
-    out, t = {}, time.perf_counter()
-    cli = Client(net_profile=p['profile']); cli.new_channel(ch)
-    admins = {m: cli.get_user(m, 'Admin') for m in p['orgs']}
-    a0 = admins[p['orgs'][0]]
-    t1 = time.perf_counter(); out['setup_s'] = round(t1 - t, 3)
-    out['invoke'] = await cli.chaincode_invoke(requestor=a0, channel_name=ch, peers=p['endorsers'], args=[key, value], cc_name=cc,
-                                               fcn='put', wait_for_event=True, wait_for_event_timeout=30)
-    t2 = time.perf_counter(); out['invoke_commit_s'] = round(t2 - t1, 3)
-    reads = {}
-    for peer, org in p['readers']:
-        for _ in range(50):
-            v = await cli.chaincode_query(requestor=admins[org], channel_name=ch, peers=[peer], args=[key], cc_name=cc, fcn='get')
-            if v == value: break
-            await asyncio.sleep(0.1)
-        reads[peer] = v
-    out['reads'] = reads
-    info = await cli.query_info(requestor=a0, channel_name=ch, peers=[p['endorsers'][0]])
-    out['height'] = info.height
-    txid = None
-    for n in range(info.height - 1, max(info.height - 6, 0), -1):
-        block = await cli.query_block(requestor=a0, channel_name=ch, peers=[p['endorsers'][0]], block_number=str(n))
-        for env in block['data']['data']:
-            if key in json.dumps(env, default=repr):
-                txid, out['block'] = env['payload']['header']['channel_header']['tx_id'], n
-                break
-        if txid: break
-    out['tx_id'] = txid
-    if txid:
-        tx = await cli.query_transaction(requestor=a0, channel_name=ch, peers=[p['endorsers'][-1]], tx_id=txid)
-        out['tx_validation_code'] = tx['validation_code']
-        out['tx_id_matches'] = tx['transaction_envelope']['payload']['header']['channel_header']['tx_id'] == txid
-    out['queries_s'] = round(time.perf_counter() - t2, 3)
-    print('RK-SDK ' + json.dumps(out, default=repr), flush=True)
-
-asyncio.run(main())
-'''
+SDK_SCRIPT = asset('ledger/assets/fabric_sdk_check.py.in')   # the fabric-sdk-py client the cross-check runs: researchkit/ledger/assets/fabric_sdk_check.py.in
 
 def sdk_version() -> str|None:
     "Installed fabric-sdk-py version, or None."

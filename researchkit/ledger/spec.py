@@ -9,6 +9,7 @@ from __future__ import annotations
 import re, io, copy, math, gzip, json, shlex, tarfile, hashlib
 from dataclasses import dataclass, field, asdict, fields, replace
 import yaml
+from fastcore.basics import patch
 from ..core import ConfigError
 from ..runtimes.container import parse_cpulist
 from ..runtimes.adapters import RUNTIMES
@@ -198,84 +199,90 @@ class NetworkSpec:
         raise ConfigError('org', f"{name!r} is not an organization of this network")
 
     # ---- validation ------------------------------------------------------------------------------
-    def validate(self,
-                 node_lims:dict|None=None,   # machine name -> `node_limits(node)` (the first is the default machine); None: node-free checks only
-                 *, tools:set|None=None,      # names of the pinned Go tools (`go_tools()`); None: skip the block-file build check
-                ) -> 'NetworkSpec':
-        "Check every field; `ConfigError(field, msg)` for the first bad one, before anything starts. Returns self."
-        if not isinstance(self.orgs, list) or not self.orgs: raise ConfigError('orgs', "at least one organization (a list of OrgSpec)")
-        seen = set()
-        machines = list(node_lims) if node_lims else None
-        for i, o in enumerate(self.orgs):
-            w = f'orgs[{i}]'
-            if isinstance(o, dict): raise ConfigError(w, "an OrgSpec (use NetworkSpec.from_dict for mappings)")
-            if not isinstance(o, OrgSpec): raise ConfigError(w, f"expected an OrgSpec, got {o!r}")
-            if not isinstance(o.name, str) or not _ORG_RE.match(o.name):
-                raise ConfigError(f'{w}.name', f"{o.name!r}: 1-12 characters a-z, 0-9, starting with a letter (container names stay <= 32)")
-            if o.name == ORDERER_ORG: raise ConfigError(f'{w}.name', f"{ORDERER_ORG!r} is the orderer organization's name")
-            if o.name in seen: raise ConfigError(f'{w}.name', f"{o.name!r} appears twice")
-            seen.add(o.name)
-            if not _int(o.peers) or o.peers < 1: raise ConfigError(f'{w}.peers', f"{o.peers!r}: an organization needs at least 1 peer")
-            if o.endorsing is not None and (not _int(o.endorsing) or not 1 <= o.endorsing <= o.peers):
-                raise ConfigError(f'{w}.endorsing', f"{o.endorsing!r}: between 1 and its {o.peers} peer(s), or None for all")
-            if o.host is not None: self._check_host(o.host, f'{w}.host', machines)
-        if not _int(self.orderers) or self.orderers < 1: raise ConfigError('orderers', f"{self.orderers!r}: at least 1 orderer (etcdraft)")
-        if self.runtime not in RUNTIMES: raise ConfigError('runtime', f"{self.runtime!r} is not one of {', '.join(RUNTIMES)}")
-        if not isinstance(self.channel, str) or not _CHANNEL_RE.match(self.channel):
-            raise ConfigError('channel', f"{self.channel!r}: lower-case letters, digits, '.', '-', starting with a letter (<= 49)")
-        if not isinstance(self.chaincode, str) or not _CC_RE.match(self.chaincode):
-            raise ConfigError('chaincode', f"{self.chaincode!r}: lower-case letters, digits, '_', '-', starting with a letter")
-        check_endorsement(self.endorsement, [o.msp_id for o in self.orgs])
-        if not _num(self.batch_timeout_s) or not 0.01 <= self.batch_timeout_s <= 60:
-            raise ConfigError('batch_timeout_s', f"{self.batch_timeout_s!r}: seconds between 0.01 and 60")
-        if not _int(self.batch_max_messages) or not 1 <= self.batch_max_messages <= 10000:
-            raise ConfigError('batch_max_messages', f"{self.batch_max_messages!r}: an integer from 1 to 10000")
-        if not _int(self.block_file_mib) or self.block_file_mib < 1:
-            raise ConfigError('block_file_mib', f"{self.block_file_mib!r}: MiB >= 1 (64 is stock Fabric)")
-        if self.block_file_mib != 64 and tools is not None and self.peer_tool() not in tools:
-            variants = sorted(t for t in tools if re.fullmatch(r'peer-bf\d+m', t))
-            raise ConfigError('block_file_mib', f"{self.block_file_mib} MiB has no pinned peer build ({self.peer_tool()} is not in "
-                              f"tools/go-tools.txt; Fabric hard-codes 64 MiB; built variants: {', '.join(variants) or 'none'})")
-        if not _int(self.gateway_concurrency) or self.gateway_concurrency < 1:
-            raise ConfigError('gateway_concurrency', f"{self.gateway_concurrency!r}: an integer >= 1")
-        if not isinstance(self.log_level, str) or not _LOG_RE.match(self.log_level):
-            raise ConfigError('log_level', f"{self.log_level!r}: a FABRIC_LOGGING_SPEC such as 'WARN' or 'gossip=warn:info'")
-        if self.orderer_host is not None: self._check_host(self.orderer_host, 'orderer_host', machines)
-        nodes = self.nodes()
-        if len(nodes) > MAX_PODS:
-            raise ConfigError('orgs', f"{len(nodes)} pods (one per node plus the client) is above the bridge topology's {MAX_PODS}")
-        if not isinstance(self.limits, dict): raise ConfigError('limits', "a mapping: node name, role or 'all' -> Limits")
-        names = {n.name for n in nodes}
-        for k, v in self.limits.items():
-            if k not in names and k not in ROLES and k != 'all':
-                raise ConfigError(f'limits.{k}', f"not a node, a role ({', '.join(ROLES)}) or 'all'")
-            self.limits[k] = check_limits(v, f'limits.{k}')
-        if node_lims:  # every container's limits against the machine it runs on
-            first = machines[0]
-            for n in self.containers():
-                l, k = self.limits_for(n.name)
-                if k is None: continue
-                m = n.host or first
-                check_limits(l, f'limits.{k}', node_lims[m], m)
-        return self
 
-    def _check_host(self, h, where, machines):
-        if machines is None: raise ConfigError(where, f"{h!r}: placing nodes on machines needs a testbed (Network(..., testbed=...))")
-        if h not in machines: raise ConfigError(where, f"{h!r} is not a machine of the testbed ({', '.join(machines)})")
+# %% ../../nbs/28_fabric_spec.ipynb #c010s1p1
+@patch
+def validate(self:NetworkSpec,
+             node_lims:dict|None=None,   # machine name -> `node_limits(node)` (the first is the default machine); None: node-free checks only
+             *, tools:set|None=None,      # names of the pinned Go tools (`go_tools()`); None: skip the block-file build check
+            ) -> 'NetworkSpec':
+    "Check every field; `ConfigError(field, msg)` for the first bad one, before anything starts. Returns self."
+    if not isinstance(self.orgs, list) or not self.orgs: raise ConfigError('orgs', "at least one organization (a list of OrgSpec)")
+    seen = set()
+    machines = list(node_lims) if node_lims else None
+    for i, o in enumerate(self.orgs):
+        w = f'orgs[{i}]'
+        if isinstance(o, dict): raise ConfigError(w, "an OrgSpec (use NetworkSpec.from_dict for mappings)")
+        if not isinstance(o, OrgSpec): raise ConfigError(w, f"expected an OrgSpec, got {o!r}")
+        if not isinstance(o.name, str) or not _ORG_RE.match(o.name):
+            raise ConfigError(f'{w}.name', f"{o.name!r}: 1-12 characters a-z, 0-9, starting with a letter (container names stay <= 32)")
+        if o.name == ORDERER_ORG: raise ConfigError(f'{w}.name', f"{ORDERER_ORG!r} is the orderer organization's name")
+        if o.name in seen: raise ConfigError(f'{w}.name', f"{o.name!r} appears twice")
+        seen.add(o.name)
+        if not _int(o.peers) or o.peers < 1: raise ConfigError(f'{w}.peers', f"{o.peers!r}: an organization needs at least 1 peer")
+        if o.endorsing is not None and (not _int(o.endorsing) or not 1 <= o.endorsing <= o.peers):
+            raise ConfigError(f'{w}.endorsing', f"{o.endorsing!r}: between 1 and its {o.peers} peer(s), or None for all")
+        if o.host is not None: self._check_host(o.host, f'{w}.host', machines)
+    if not _int(self.orderers) or self.orderers < 1: raise ConfigError('orderers', f"{self.orderers!r}: at least 1 orderer (etcdraft)")
+    if self.runtime not in RUNTIMES: raise ConfigError('runtime', f"{self.runtime!r} is not one of {', '.join(RUNTIMES)}")
+    if not isinstance(self.channel, str) or not _CHANNEL_RE.match(self.channel):
+        raise ConfigError('channel', f"{self.channel!r}: lower-case letters, digits, '.', '-', starting with a letter (<= 49)")
+    if not isinstance(self.chaincode, str) or not _CC_RE.match(self.chaincode):
+        raise ConfigError('chaincode', f"{self.chaincode!r}: lower-case letters, digits, '_', '-', starting with a letter")
+    check_endorsement(self.endorsement, [o.msp_id for o in self.orgs])
+    if not _num(self.batch_timeout_s) or not 0.01 <= self.batch_timeout_s <= 60:
+        raise ConfigError('batch_timeout_s', f"{self.batch_timeout_s!r}: seconds between 0.01 and 60")
+    if not _int(self.batch_max_messages) or not 1 <= self.batch_max_messages <= 10000:
+        raise ConfigError('batch_max_messages', f"{self.batch_max_messages!r}: an integer from 1 to 10000")
+    if not _int(self.block_file_mib) or self.block_file_mib < 1:
+        raise ConfigError('block_file_mib', f"{self.block_file_mib!r}: MiB >= 1 (64 is stock Fabric)")
+    if self.block_file_mib != 64 and tools is not None and self.peer_tool() not in tools:
+        variants = sorted(t for t in tools if re.fullmatch(r'peer-bf\d+m', t))
+        raise ConfigError('block_file_mib', f"{self.block_file_mib} MiB has no pinned peer build ({self.peer_tool()} is not in "
+                          f"tools/go-tools.txt; Fabric hard-codes 64 MiB; built variants: {', '.join(variants) or 'none'})")
+    if not _int(self.gateway_concurrency) or self.gateway_concurrency < 1:
+        raise ConfigError('gateway_concurrency', f"{self.gateway_concurrency!r}: an integer >= 1")
+    if not isinstance(self.log_level, str) or not _LOG_RE.match(self.log_level):
+        raise ConfigError('log_level', f"{self.log_level!r}: a FABRIC_LOGGING_SPEC such as 'WARN' or 'gossip=warn:info'")
+    if self.orderer_host is not None: self._check_host(self.orderer_host, 'orderer_host', machines)
+    nodes = self.nodes()
+    if len(nodes) > MAX_PODS:
+        raise ConfigError('orgs', f"{len(nodes)} pods (one per node plus the client) is above the bridge topology's {MAX_PODS}")
+    if not isinstance(self.limits, dict): raise ConfigError('limits', "a mapping: node name, role or 'all' -> Limits")
+    names = {n.name for n in nodes}
+    for k, v in self.limits.items():
+        if k not in names and k not in ROLES and k != 'all':
+            raise ConfigError(f'limits.{k}', f"not a node, a role ({', '.join(ROLES)}) or 'all'")
+        self.limits[k] = check_limits(v, f'limits.{k}')
+    if node_lims:  # every container's limits against the machine it runs on
+        first = machines[0]
+        for n in self.containers():
+            l, k = self.limits_for(n.name)
+            if k is None: continue
+            m = n.host or first
+            check_limits(l, f'limits.{k}', node_lims[m], m)
+    return self
 
-    def machines_used(self, first:str) -> list[str]:
-        "The machines the nodes run on, the first (CAs and client) first."
-        out = [first]
-        for n in self.nodes():
-            if n.host and n.host not in out: out.append(n.host)
-        return out
+@patch
+def _check_host(self:NetworkSpec, h, where, machines):
+    if machines is None: raise ConfigError(where, f"{h!r}: placing nodes on machines needs a testbed (Network(..., testbed=...))")
+    if h not in machines: raise ConfigError(where, f"{h!r} is not a machine of the testbed ({', '.join(machines)})")
 
-    def describe(self) -> dict:
-        "The spec as plain data (for records and provenance)."
-        d = asdict(self)
-        d['limits'] = {k: asdict(v) if isinstance(v, Limits) else v for k, v in self.limits.items()}
-        d['containers'] = len(self.containers())
-        return d
+@patch
+def machines_used(self:NetworkSpec, first:str) -> list[str]:
+    "The machines the nodes run on, the first (CAs and client) first."
+    out = [first]
+    for n in self.nodes():
+        if n.host and n.host not in out: out.append(n.host)
+    return out
+
+@patch
+def describe(self:NetworkSpec) -> dict:
+    "The spec as plain data (for records and provenance)."
+    d = asdict(self)
+    d['limits'] = {k: asdict(v) if isinstance(v, Limits) else v for k, v in self.limits.items()}
+    d['containers'] = len(self.containers())
+    return d
 
 # %% ../../nbs/28_fabric_spec.ipynb #c010s2
 def check_endorsement(policy, msp_ids:list[str]) -> str:

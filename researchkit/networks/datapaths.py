@@ -9,6 +9,7 @@ from __future__ import annotations
 import json, math, html, shlex, threading
 from dataclasses import dataclass, field
 from typing import Callable
+from fastcore.basics import patch
 from ..core import ConfigError, NotMeasurable, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, NetnsNode, CommandFailed
@@ -242,154 +243,174 @@ class Topology:
     def __repr__(self): return f"Topology({self.datapath!r}, placement={self.placement!r}, pods={self.npods}, {'up' if self._up else 'down'})"
 
     # ---- building ----------------------------------------------------------------------------
-    def _register_netns(self, runner:Node, names:list[str]):
-        "Ledger entries per namespace; in process, the first undo deletes all namespaces of the topology in one go."
-        for n in names:
-            self._ns.append((runner, n)); u = netns_undo(n)
-            self._td.add(f'netns {n}', self._delete_all, undo=u, node=runner.ledger_node)
 
-    def _delete_all(self):
-        if self._deleted: return
-        by = {}
-        for r, n in self._ns: by.setdefault(id(r), (r, []))[1].append(n)
-        for r, names in by.values():
-            q = ' '.join(shlex.quote(n) for n in names)
-            r.run(f"for n in {q}; do ip netns pids $n 2>/dev/null | xargs -r kill -9 2>/dev/null; done; "
-                  f"for n in {q}; do ip netns del $n 2>/dev/null; done; true", check=False, timeout=120)
-        self._deleted = True
+# %% ../../nbs/22_datapaths.ipynb #c012s1p1
+@patch
+def _register_netns(self:Topology, runner:Node, names:list[str]):
+    "Ledger entries per namespace; in process, the first undo deletes all namespaces of the topology in one go."
+    for n in names:
+        self._ns.append((runner, n)); u = netns_undo(n)
+        self._td.add(f'netns {n}', self._delete_all, undo=u, node=runner.ledger_node)
 
-    def _build(self, parent:Node):
-        n, two = self.npods, self.placement == 'different-host'
-        nh = 2 if two else 1
-        # hosts
-        if self.given_hosts is None:
-            hns = [f'{self.tag}h{i}' for i in range(nh)]
-            self._register_netns(parent, hns)
-            w = self.dev('w') if two else None
-            self.hosts = [Host(NetnsNode(hns[i], parent), hns[i], f'198.19.0.{i+1}' if two else None, w) for i in range(nh)]
-            self._own_hosts = True
-        else:
-            self.hosts = list(self.given_hosts[:nh]); self._own_hosts = False
-        caps = self.capabilities
-        if caps is None: caps = probe(runner_of(self.hosts[0].node)[0], areas=('network',))   # cached per machine and process
-        self.caps = caps
-        self.real = self.dp.is_real(caps, self.hosts)
-        self.variant = self.dp.variant(caps, self.hosts)
-        # pods
-        per0 = (n + 1) // 2 if two else n
-        self.pods = []
-        for j in range(n):
-            h = 0 if j < per0 else 1
-            r = runner_of(self.hosts[h].node)[0]
-            pn = f'{self.tag}p{j}'
-            self.pods.append(Pod(pn, NetnsNode(pn, r), '', h, mtu=self.dp.pod_mtu,
-                                 vlan=(self.vlans[j] if self.vlans else 100) if self.datapath == 'ovs-vlan' else None))
-        # one script per machine: namespaces, cross-namespace links, then per-namespace batches
-        self._scripts: dict[int, Script] = {}
-        self._root: dict[int, list] = {}; self._hl = {i: [] for i in range(nh)}; self._hb = {i: [] for i in range(nh)}
-        self._htc = {i: [] for i in range(nh)}; self._hsys = {i: {} for i in range(nh)}; self._pl = {j: [] for j in range(n)}
-        self._bpf = {i: [] for i in range(nh)}
+@patch
+def _delete_all(self:Topology):
+    if self._deleted: return
+    by = {}
+    for r, n in self._ns: by.setdefault(id(r), (r, []))[1].append(n)
+    for r, names in by.values():
+        q = ' '.join(shlex.quote(n) for n in names)
+        r.run(f"for n in {q}; do ip netns pids $n 2>/dev/null | xargs -r kill -9 2>/dev/null; done; "
+              f"for n in {q}; do ip netns del $n 2>/dev/null; done; true", check=False, timeout=120)
+    self._deleted = True
+
+@patch
+def _build(self:Topology, parent:Node):
+    n, two = self.npods, self.placement == 'different-host'
+    nh = 2 if two else 1
+    # hosts
+    if self.given_hosts is None:
+        hns = [f'{self.tag}h{i}' for i in range(nh)]
+        self._register_netns(parent, hns)
+        w = self.dev('w') if two else None
+        self.hosts = [Host(NetnsNode(hns[i], parent), hns[i], f'198.19.0.{i+1}' if two else None, w) for i in range(nh)]
+        self._own_hosts = True
+    else:
+        self.hosts = list(self.given_hosts[:nh]); self._own_hosts = False
+    caps = self.capabilities
+    if caps is None: caps = probe(runner_of(self.hosts[0].node)[0], areas=('network',))   # cached per machine and process
+    self.caps = caps
+    self.real = self.dp.is_real(caps, self.hosts)
+    self.variant = self.dp.variant(caps, self.hosts)
+    # pods
+    per0 = (n + 1) // 2 if two else n
+    self.pods = []
+    for j in range(n):
+        h = 0 if j < per0 else 1
+        r = runner_of(self.hosts[h].node)[0]
+        pn = f'{self.tag}p{j}'
+        self.pods.append(Pod(pn, NetnsNode(pn, r), '', h, mtu=self.dp.pod_mtu,
+                             vlan=(self.vlans[j] if self.vlans else 100) if self.datapath == 'ovs-vlan' else None))
+    # one script per machine: namespaces, cross-namespace links, then per-namespace batches
+    self._scripts: dict[int, Script] = {}
+    self._root: dict[int, list] = {}; self._hl = {i: [] for i in range(nh)}; self._hb = {i: [] for i in range(nh)}
+    self._htc = {i: [] for i in range(nh)}; self._hsys = {i: {} for i in range(nh)}; self._pl = {j: [] for j in range(n)}
+    self._bpf = {i: [] for i in range(nh)}
+    for i, h in enumerate(self.hosts):
+        r = runner_of(h.node)[0]; self._scripts.setdefault(id(r), Script(r)); self._root.setdefault(id(r), [])
+    for p in self.pods: self._register_netns(p.node.parent, [p.node.netns])
+    if self.given_hosts is None:
+        rl = self._root[id(parent)]
+        rl += [f'netns add {h.name}' for h in self.hosts]
+        if two: rl.append(veth_line(self.wire, self.wire, a_ns=self.hosts[0].name, b_ns=self.hosts[1].name,
+                                    a_mac=_mac(1, 0), b_mac=_mac(1, 1), a_index=WIRE_INDEX[0], b_index=WIRE_INDEX[1]))
+        for i in range(nh): self._hl[i].append('link set dev lo up')
+    for p in self.pods: self._root[id(p.node.parent)].append(f'netns add {p.node.netns}')
+    for p in self.pods: self._pl[self.pods.index(p)].append('link set dev lo up')
+    self.dp.build(self, two)   # the data path's own devices (see `register_datapath`)
+    if self.wire_rate_mbit and two:
+        for i in range(nh):
+            self._host_undo(i, 'wire rate limit', f'tc qdisc del dev {self.hosts[i].underlay_if} root 2>/dev/null; true')
+            self._htc[i] += rate_limit_lines(self.hosts[i].underlay_if, self.wire_rate_mbit, kind=self.rate_kind)
+    self._run_scripts()
+    self._attach_bpf()
+
+@patch
+def _hns(self:Topology, i:int) -> str|None: return runner_of(self.hosts[i].node)[1]
+
+@patch
+def _run_scripts(self:Topology):
+    done = set()
+    for key, s in self._scripts.items():
+        s.batch(None, self._root[key])
         for i, h in enumerate(self.hosts):
-            r = runner_of(h.node)[0]; self._scripts.setdefault(id(r), Script(r)); self._root.setdefault(id(r), [])
-        for p in self.pods: self._register_netns(p.node.parent, [p.node.netns])
-        if self.given_hosts is None:
-            rl = self._root[id(parent)]
-            rl += [f'netns add {h.name}' for h in self.hosts]
-            if two: rl.append(veth_line(self.wire, self.wire, a_ns=self.hosts[0].name, b_ns=self.hosts[1].name,
-                                        a_mac=_mac(1, 0), b_mac=_mac(1, 1), a_index=WIRE_INDEX[0], b_index=WIRE_INDEX[1]))
-            for i in range(nh): self._hl[i].append('link set dev lo up')
-        for p in self.pods: self._root[id(p.node.parent)].append(f'netns add {p.node.netns}')
-        for p in self.pods: self._pl[self.pods.index(p)].append('link set dev lo up')
-        self.dp.build(self, two)   # the data path's own devices (see `register_datapath`)
-        if self.wire_rate_mbit and two:
-            for i in range(nh):
-                self._host_undo(i, 'wire rate limit', f'tc qdisc del dev {self.hosts[i].underlay_if} root 2>/dev/null; true')
-                self._htc[i] += rate_limit_lines(self.hosts[i].underlay_if, self.wire_rate_mbit, kind=self.rate_kind)
-        self._run_scripts()
-        self._attach_bpf()
-
-    def _hns(self, i:int) -> str|None: return runner_of(self.hosts[i].node)[1]
-
-    def _run_scripts(self):
-        done = set()
-        for key, s in self._scripts.items():
-            s.batch(None, self._root[key])
-            for i, h in enumerate(self.hosts):
-                if id(runner_of(h.node)[0]) != key: continue
-                ns = self._hns(i)
-                s.batch(ns, self._hl[i]); s.batch(ns, self._hb[i], tool='bridge')
-                s.sysctl(ns, **self._hsys[i]); s.batch(ns, self._htc[i], tool='tc')
-            for j, p in enumerate(self.pods):
-                if id(p.node.parent) == key: s.batch(p.node.netns, self._pl[j])
-            try: s.run()
-            except CommandFailed as e:
-                raise NotMeasurable(f'{self.datapath} ({self.variant})', e.result.stderr.strip()[-800:]) from e
-
-    def _attach_bpf(self):
-        for i, specs in self._bpf.items():
-            if not specs: continue
-            node = self.hosts[i].node
-            idx = {l['ifname']: l['ifindex'] for l in links(node)}
-            specs = [(d, dr, prog, cfg(idx) if callable(cfg) else cfg) for d, dr, prog, cfg in specs]
-            self.attachments += tcbpf.attach(node, specs, teardown=None if self._own_hosts else self._td)
-
-    # ---- pieces the data paths are built from ------------------------------------------------
-    def _host_undo(self, i:int, label:str, cmd:str):
-        "On a host we do not own, register an undo step (a shell command run in the host's namespace) for what we change there."
-        if self._own_hosts: return
-        r, ns = runner_of(self.hosts[i].node)
-        u = f"ip netns exec {shlex.quote(ns)} sh -c {shlex.quote(cmd)}" if ns else cmd
-        self._td.add(f'{label} on {self.hosts[i].name}', (lambda: r.run(u, check=False)), undo=u, node=r.ledger_node)
-
-    def _host_link_undo(self, i:int, dev:str):
-        "On a host we do not own, register the removal of a device we create there."
-        self._host_undo(i, dev, f"ip link del {dev} 2>/dev/null; true")
-
-    def _forwarding(self, i:int):
-        "Turn on IPv4 forwarding on host `i`; on a host we do not own, restore its setting afterwards."
-        if not self._own_hosts:
-            r, ns = runner_of(self.hosts[i].node)
-            was = r.run(f"{'ip netns exec ' + shlex.quote(ns) + ' ' if ns else ''}sysctl -n net.ipv4.ip_forward", check=False).stdout.strip() or '0'
-            if was != '1': self._host_undo(i, 'ip_forward', f"sysctl -qw net.ipv4.ip_forward={was}")
-        self._hsys[i]['net__ipv4__ip_forward'] = 1
-
-    def _bridge(self, i:int, name:str, *, mtu:int|None=None, extra:str=''):
-        self._host_link_undo(i, name)
-        self._hl[i] += [f'link add name {name} type bridge{extra}'] + ([f'link set dev {name} mtu {mtu}'] if mtu else []) + [f'link set dev {name} up']
-
-    def _pod_veths(self, *, bridge:str|None, mtu:int, hmac:bool=False):
-        "A veth per pod: eth0 in the pod, `<tag>v<j>` on its host (in `bridge` if given)."
+            if id(runner_of(h.node)[0]) != key: continue
+            ns = self._hns(i)
+            s.batch(ns, self._hl[i]); s.batch(ns, self._hb[i], tool='bridge')
+            s.sysctl(ns, **self._hsys[i]); s.batch(ns, self._htc[i], tool='tc')
         for j, p in enumerate(self.pods):
-            hv = self.dev(f'v{j}'); hns = self._hns(p.host)
-            self._host_link_undo(p.host, hv)
-            self._root[id(p.node.parent)].append(veth_line('eth0', hv, a_ns=p.node.netns, b_ns=hns, a_index=POD_ETH0_INDEX + j,
-                                                           a_mac=_mac(3, j), b_mac=_mac(4, j) if hmac else None, mtu=mtu))
-            self._hl[p.host] += ([f'link set dev {hv} master {bridge}'] if bridge else []) + [f'link set dev {hv} up']
+            if id(p.node.parent) == key: s.batch(p.node.netns, self._pl[j])
+        try: s.run()
+        except CommandFailed as e:
+            raise NotMeasurable(f'{self.datapath} ({self.variant})', e.result.stderr.strip()[-800:]) from e
 
-    def _pod_addr(self, j:int, ip:str, prefix:int, *routes:str):
-        p = self.pods[j]; p.ip, p.prefix = ip, prefix
-        self._pl[j] += [f'link set dev eth0 mtu {p.mtu}', f'addr add {ip}/{prefix} dev eth0', 'link set dev eth0 up',
-                        *[f'route add {r}' for r in routes]]
+@patch
+def _attach_bpf(self:Topology):
+    for i, specs in self._bpf.items():
+        if not specs: continue
+        node = self.hosts[i].node
+        idx = {l['ifname']: l['ifindex'] for l in links(node)}
+        specs = [(d, dr, prog, cfg(idx) if callable(cfg) else cfg) for d, dr, prog, cfg in specs]
+        self.attachments += tcbpf.attach(node, specs, teardown=None if self._own_hosts else self._td)
 
-    def _underlay(self, i:int, *, on:str|None=None):
-        "Put the underlay address on the wire end (or on `on`, e.g. the bridge the wire is a port of)."
-        h = self.hosts[i]
-        if not self._own_hosts: return
-        self._hl[i] += [f'link set dev {h.underlay_if} up', f'addr add {h.underlay_ip}/24 dev {on or h.underlay_if}']
+# ---- pieces the data paths are built from ------------------------------------------------
 
-    def _flat_l2(self, mtu_note:int|None=None):
-        for j in range(len(self.pods)): self._pod_addr(j, f'198.18.0.{10+j}', 24)
+@patch
+def _host_undo(self:Topology, i:int, label:str, cmd:str):
+    "On a host we do not own, register an undo step (a shell command run in the host's namespace) for what we change there."
+    if self._own_hosts: return
+    r, ns = runner_of(self.hosts[i].node)
+    u = f"ip netns exec {shlex.quote(ns)} sh -c {shlex.quote(cmd)}" if ns else cmd
+    self._td.add(f'{label} on {self.hosts[i].name}', (lambda: r.run(u, check=False)), undo=u, node=r.ledger_node)
 
-    def _mac_of(self, h:Host, dev:str) -> str:
-        return json.loads(h.node.run(f"ip -j link show dev {dev}").stdout)[0]['address']
+@patch
+def _host_link_undo(self:Topology, i:int, dev:str):
+    "On a host we do not own, register the removal of a device we create there."
+    self._host_undo(i, dev, f"ip link del {dev} 2>/dev/null; true")
 
-    def _peer_mac(self, h:Host, o:Host) -> str:
-        "MAC the underlay next hop (the other host) answers with, from the neighbour table after a probe."
-        h.node.run(f"ip neigh del {o.underlay_ip} dev {h.underlay_if} 2>/dev/null; "
-                   f"python3 -c \"import socket;s=socket.socket(2,2);s.sendto(b'x',('{o.underlay_ip}',9))\"; sleep 0.2", check=False)
-        out = json.loads(h.node.run(f"ip -j neigh show {o.underlay_ip} dev {h.underlay_if}").stdout)
-        if not out or 'lladdr' not in out[0]: raise NotMeasurable('ovs-gre', f'no neighbour entry for {o.underlay_ip}')
-        return out[0]['lladdr']
+# %% ../../nbs/22_datapaths.ipynb #c012s1p2
+@patch
+def _forwarding(self:Topology, i:int):
+    "Turn on IPv4 forwarding on host `i`; on a host we do not own, restore its setting afterwards."
+    if not self._own_hosts:
+        r, ns = runner_of(self.hosts[i].node)
+        was = r.run(f"{'ip netns exec ' + shlex.quote(ns) + ' ' if ns else ''}sysctl -n net.ipv4.ip_forward", check=False).stdout.strip() or '0'
+        if was != '1': self._host_undo(i, 'ip_forward', f"sysctl -qw net.ipv4.ip_forward={was}")
+    self._hsys[i]['net__ipv4__ip_forward'] = 1
+
+@patch
+def _bridge(self:Topology, i:int, name:str, *, mtu:int|None=None, extra:str=''):
+    self._host_link_undo(i, name)
+    self._hl[i] += [f'link add name {name} type bridge{extra}'] + ([f'link set dev {name} mtu {mtu}'] if mtu else []) + [f'link set dev {name} up']
+
+@patch
+def _pod_veths(self:Topology, *, bridge:str|None, mtu:int, hmac:bool=False):
+    "A veth per pod: eth0 in the pod, `<tag>v<j>` on its host (in `bridge` if given)."
+    for j, p in enumerate(self.pods):
+        hv = self.dev(f'v{j}'); hns = self._hns(p.host)
+        self._host_link_undo(p.host, hv)
+        self._root[id(p.node.parent)].append(veth_line('eth0', hv, a_ns=p.node.netns, b_ns=hns, a_index=POD_ETH0_INDEX + j,
+                                                       a_mac=_mac(3, j), b_mac=_mac(4, j) if hmac else None, mtu=mtu))
+        self._hl[p.host] += ([f'link set dev {hv} master {bridge}'] if bridge else []) + [f'link set dev {hv} up']
+
+@patch
+def _pod_addr(self:Topology, j:int, ip:str, prefix:int, *routes:str):
+    p = self.pods[j]; p.ip, p.prefix = ip, prefix
+    self._pl[j] += [f'link set dev eth0 mtu {p.mtu}', f'addr add {ip}/{prefix} dev eth0', 'link set dev eth0 up',
+                    *[f'route add {r}' for r in routes]]
+
+@patch
+def _underlay(self:Topology, i:int, *, on:str|None=None):
+    "Put the underlay address on the wire end (or on `on`, e.g. the bridge the wire is a port of)."
+    h = self.hosts[i]
+    if not self._own_hosts: return
+    self._hl[i] += [f'link set dev {h.underlay_if} up', f'addr add {h.underlay_ip}/24 dev {on or h.underlay_if}']
+
+@patch
+def _flat_l2(self:Topology, mtu_note:int|None=None):
+    for j in range(len(self.pods)): self._pod_addr(j, f'198.18.0.{10+j}', 24)
+
+@patch
+def _mac_of(self:Topology, h:Host, dev:str) -> str:
+    return json.loads(h.node.run(f"ip -j link show dev {dev}").stdout)[0]['address']
+
+@patch
+def _peer_mac(self:Topology, h:Host, o:Host) -> str:
+    "MAC the underlay next hop (the other host) answers with, from the neighbour table after a probe."
+    h.node.run(f"ip neigh del {o.underlay_ip} dev {h.underlay_if} 2>/dev/null; "
+               f"python3 -c \"import socket;s=socket.socket(2,2);s.sendto(b'x',('{o.underlay_ip}',9))\"; sleep 0.2", check=False)
+    out = json.loads(h.node.run(f"ip -j neigh show {o.underlay_ip} dev {h.underlay_if}").stdout)
+    if not out or 'lladdr' not in out[0]: raise NotMeasurable('ovs-gre', f'no neighbour entry for {o.underlay_ip}')
+    return out[0]['lladdr']
 
 # %% ../../nbs/22_datapaths.ipynb #c019
 @register_datapath('bridge', 'bridge', 'Docker bridge', 'pod veths in a Linux bridge per host (docker0-like); hosts joined at L2',

@@ -8,7 +8,7 @@ Docs: https://researchkit.github.io/researchkit/mechanisms.html.md"""
 from __future__ import annotations
 import ctypes, json, os, shlex, shutil, subprocess, sys, tempfile, time, pathlib, posixpath
 from dataclasses import dataclass, replace
-from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, host_lock
+from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, host_lock, asset
 from ..teardown import Teardown
 from ..testbed.nodes import Node
 from ..runtimes.container import Container, Mount, CGROUP_PARENT
@@ -23,107 +23,7 @@ __all__ = ['POLICY_SRC', 'COUNTERS', 'DENY_MAPS', 'PROGRAMS', 'DEFAULT_MAX_ENTRI
            'Policy', 'EnforcementError', 'exec_in', 'check_enforcement']
 
 # %% ../../nbs/27_mechanisms.ipynb #c005
-POLICY_SRC = r"""#include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
-#include <bpf/bpf_core_read.h>
-
-#define PATH_LEN 128
-#define EPERM_ 1
-#define AF_INET_ 2
-#define AF_INET6_ 10
-enum { C_CONNECT4, C_CONNECT4_DENIED, C_CONNECT6, C_CONNECT6_DENIED, C_SENDMSG4, C_SENDMSG4_DENIED, C_SENDMSG6, C_SENDMSG6_DENIED,
-       C_OPENAT_HOST, C_OPENAT, C_OPENAT_MATCHED, C_FILE_OPEN, C_FILE_OPEN_DENIED, C_SOCKET_CONNECT, C_SOCKET_CONNECT_DENIED, C_N };
-
-struct ip6_key { __u32 a[4]; };
-struct path_key { char p[PATH_LEN]; };
-struct inode_key { __u64 ino; __u32 dev; __u32 pad; };
-
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 131072); __type(key, __u32); __type(value, __u8); } rk_deny4 SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 131072); __type(key, struct ip6_key); __type(value, __u8); } rk_deny6 SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 131072); __type(key, struct path_key); __type(value, __u8); } rk_deny_path SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 131072); __type(key, struct inode_key); __type(value, __u8); } rk_deny_inode SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, C_N); __type(key, __u32); __type(value, __u64); } rk_cnt SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_CGROUP_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u32); } rk_scope SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, struct path_key); } rk_scratch SEC(".maps");
-
-static __always_inline void count(__u32 i) { __u64 *c = bpf_map_lookup_elem(&rk_cnt, &i); if (c) *c += 1; }
-static __always_inline int in_scope(void) { return bpf_current_task_under_cgroup(&rk_scope, 0) == 1; }
-
-static __always_inline int denied4(__u32 a) { return bpf_map_lookup_elem(&rk_deny4, &a) != 0; }
-static __always_inline int denied6(struct ip6_key *k) {
-    if (k->a[0] == 0 && k->a[1] == 0 && k->a[2] == bpf_htonl(0xffff)) return denied4(k->a[3]);   /* ::ffff:a.b.c.d */
-    return bpf_map_lookup_elem(&rk_deny6, k) != 0;
-}
-
-/* socket_connect stand-in: cgroup programs on the container's cgroup2 directory (1 allows, 0 fails the call with EPERM) */
-SEC("cgroup/connect4") int rk_connect4(struct bpf_sock_addr *ctx) {
-    count(C_CONNECT4);
-    if (denied4(ctx->user_ip4)) { count(C_CONNECT4_DENIED); return 0; }
-    return 1;
-}
-SEC("cgroup/connect6") int rk_connect6(struct bpf_sock_addr *ctx) {
-    struct ip6_key k = {{ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2], ctx->user_ip6[3]}};
-    count(C_CONNECT6);
-    if (denied6(&k)) { count(C_CONNECT6_DENIED); return 0; }
-    return 1;
-}
-SEC("cgroup/sendmsg4") int rk_sendmsg4(struct bpf_sock_addr *ctx) {
-    count(C_SENDMSG4);
-    if (denied4(ctx->user_ip4)) { count(C_SENDMSG4_DENIED); return 0; }
-    return 1;
-}
-SEC("cgroup/sendmsg6") int rk_sendmsg6(struct bpf_sock_addr *ctx) {
-    struct ip6_key k = {{ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2], ctx->user_ip6[3]}};
-    count(C_SENDMSG6);
-    if (denied6(&k)) { count(C_SENDMSG6_DENIED); return 0; }
-    return 1;
-}
-
-/* file_open cost stand-in: the same lookup on the openat tracepoint (host-wide, filtered by cgroup; cannot deny) */
-struct sys_enter_ctx { __u64 common; long id; unsigned long args[6]; };
-SEC("tracepoint/syscalls/sys_enter_openat") int rk_openat(struct sys_enter_ctx *ctx) {
-    count(C_OPENAT_HOST);
-    if (!in_scope()) return 0;
-    count(C_OPENAT);
-    __u32 z = 0; struct path_key *k = bpf_map_lookup_elem(&rk_scratch, &z);
-    if (!k) return 0;
-    __builtin_memset(k, 0, sizeof(*k));
-    if (bpf_probe_read_user_str(k->p, PATH_LEN, (const char *)ctx->args[1]) <= 0) return 0;
-    if (bpf_map_lookup_elem(&rk_deny_path, k)) count(C_OPENAT_MATCHED);
-    return 0;
-}
-
-/* The paper's mechanism: BPF LSM programs (CO-RE; load only where the kernel allows LSM programs) */
-struct super_block { __u32 s_dev; } __attribute__((preserve_access_index));
-struct inode { unsigned long i_ino; struct super_block *i_sb; } __attribute__((preserve_access_index));
-struct file { struct inode *f_inode; } __attribute__((preserve_access_index));
-
-SEC("lsm/file_open") int rk_file_open(unsigned long long *ctx) {
-    struct file *f = (struct file *)ctx[0]; int ret = (int)ctx[1];
-    if (ret) return ret;
-    if (!in_scope()) return 0;
-    count(C_FILE_OPEN);
-    struct inode_key k = {};
-    struct inode *ino = BPF_CORE_READ(f, f_inode);
-    k.ino = BPF_CORE_READ(ino, i_ino); k.dev = BPF_CORE_READ(ino, i_sb, s_dev);
-    if (bpf_map_lookup_elem(&rk_deny_inode, &k)) { count(C_FILE_OPEN_DENIED); return -EPERM_; }
-    return 0;
-}
-SEC("lsm/socket_connect") int rk_sock_connect(unsigned long long *ctx) {
-    void *addr = (void *)ctx[1]; int ret = (int)ctx[3];
-    if (ret) return ret;
-    if (!in_scope()) return 0;
-    count(C_SOCKET_CONNECT);
-    __u16 fam = 0; bpf_probe_read_kernel(&fam, sizeof(fam), addr);
-    int deny = 0;
-    if (fam == AF_INET_) { __u32 a = 0; bpf_probe_read_kernel(&a, 4, addr + 4); deny = denied4(a); }
-    else if (fam == AF_INET6_) { struct ip6_key k = {}; bpf_probe_read_kernel(&k, 16, addr + 8); deny = denied6(&k); }
-    if (deny) { count(C_SOCKET_CONNECT_DENIED); return -EPERM_; }
-    return 0;
-}
-char _license[] SEC("license") = "GPL";
-"""
+POLICY_SRC = asset('policy/assets/policy.bpf.c')   # the BPF programs of every mechanism: researchkit/policy/assets/policy.bpf.c
 
 COUNTERS = ('connect4', 'connect4_denied', 'connect6', 'connect6_denied', 'sendmsg4', 'sendmsg4_denied', 'sendmsg6', 'sendmsg6_denied',
             'openat_host', 'openat', 'openat_matched', 'file_open', 'file_open_denied', 'socket_connect', 'socket_connect_denied')
@@ -137,62 +37,7 @@ def policy_object() -> pathlib.Path:
     return compile_bpf('rk-policy', POLICY_SRC)
 
 # %% ../../nbs/27_mechanisms.ipynb #c008
-LANDLOCK_SRC = r"""/* rk-landlock-exec SPEC -- argv...: restrict this process with a Landlock ruleset read from SPEC, then exec argv.
-   SPEC: first line "handled <mask>", then one rule per line "<allowed mask> <absolute path>" (paths as this process sees them). */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#define CREATE_RULESET 444
-#define ADD_RULE 445
-#define RESTRICT_SELF 446
-#define VERSION_FLAG 1u
-#define FILE_RIGHTS ((1ull << 0) | (1ull << 1) | (1ull << 2) | (1ull << 14))   /* execute, write, read, truncate */
-
-struct ruleset_attr { uint64_t handled_access_fs, handled_access_net, scoped; };
-struct path_beneath { uint64_t allowed_access; int32_t parent_fd; } __attribute__((packed));
-
-static int die(const char *what, int code) { fprintf(stderr, "rk-landlock-exec: %s: %s\n", what, strerror(errno)); return code; }
-
-int main(int argc, char **argv) {
-    if (argc < 4 || strcmp(argv[2], "--")) { fprintf(stderr, "usage: rk-landlock-exec SPEC -- PROGRAM [ARGS...]\n"); return 125; }
-    long abi = syscall(CREATE_RULESET, NULL, 0, VERSION_FLAG);
-    if (abi < 1) return die("landlock is not available", 126);
-    FILE *f = fopen(argv[1], "r");
-    if (!f) return die(argv[1], 125);
-    unsigned long long handled = 0;
-    if (fscanf(f, "handled %llu\n", &handled) != 1) { fprintf(stderr, "rk-landlock-exec: %s: no 'handled' line\n", argv[1]); return 125; }
-    if (abi < 3) handled &= ~(1ull << 14);                 /* TRUNCATE is ABI 3 */
-    struct ruleset_attr attr = { .handled_access_fs = handled };
-    size_t sz = abi >= 6 ? 24 : abi >= 4 ? 16 : 8;
-    int rfd = syscall(CREATE_RULESET, &attr, sz, 0);
-    if (rfd < 0) return die("landlock_create_ruleset", 126);
-    unsigned long long allow; char path[4096]; int rules = 0, skipped = 0;
-    while (fscanf(f, "%llu %4095[^\n]\n", &allow, path) == 2) {
-        int fd = open(path, O_PATH | O_CLOEXEC);
-        if (fd < 0) { skipped++; continue; }
-        struct stat st; fstat(fd, &st);
-        struct path_beneath pb = { .allowed_access = allow & handled & (S_ISDIR(st.st_mode) ? ~0ull : FILE_RIGHTS), .parent_fd = fd };
-        if (pb.allowed_access && syscall(ADD_RULE, rfd, 1, &pb, 0)) { close(fd); return die(path, 126); }
-        close(fd); rules++;
-    }
-    fclose(f);
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) return die("prctl(PR_SET_NO_NEW_PRIVS)", 126);
-    if (syscall(RESTRICT_SELF, rfd, 0)) return die("landlock_restrict_self", 126);
-    close(rfd);
-    if (getenv("RK_LANDLOCK_VERBOSE")) fprintf(stderr, "rk-landlock-exec: ABI %ld, %d rules, %d paths missing\n", abi, rules, skipped);
-    execvp(argv[3], argv + 3);
-    return die(argv[3], 127);
-}
-"""
+LANDLOCK_SRC = asset('policy/assets/landlock_exec.c')   # rk-landlock-exec: researchkit/policy/assets/landlock_exec.c
 LANDLOCK_DIR = '/.rk-landlock'    # where the helper and its spec appear inside the container
 
 def landlock_helper() -> pathlib.Path:

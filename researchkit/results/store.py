@@ -8,6 +8,7 @@ Docs: https://researchkit.github.io/researchkit/store.html.md"""
 from __future__ import annotations
 import os, re, json, fcntl, pathlib, contextlib, html
 import polars as pl
+from fastcore.basics import patch
 from ..core import ConfigError
 from ..teardown import pid_alive
 from .records import CAMPAIGN, SCHEMA, COLUMNS, HOST_COLUMNS, frame, point_key, point_json
@@ -157,28 +158,35 @@ class ResultStore:
                                             pl.len().alias('rows'), ((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == 'complete')).any().alias('complete'))
                   .sort('last'))
 
-    def pick_campaign(self, study:str, testbed:str, *, run_id:str, new:bool=False) -> tuple[str, bool]:
-        "(campaign, resumed): the latest unfinished campaign of `study` on `testbed` is resumed, otherwise (or with `new`) a new one is named after `run_id` (`run_id-2`, ... if that name is taken)."
-        camps = self.campaigns(study)
-        c = camps.filter((pl.col('testbed') == testbed) & ~pl.col('complete'))
-        if not new and c.height: return c['campaign'][-1], True
-        taken, name, k = set(camps['campaign'].to_list()), run_id, 1
-        while name in taken: k += 1; name = f"{run_id}-{k}"
-        return name, False
-    def campaign_records(self, study:str, campaign:str|None=None, *, testbed:str|None=None, profile:str|None=None,
-                         expand:bool=True) -> pl.DataFrame:
-        "Records of `campaign`, or of the latest complete campaign (of `testbed` and of `profile` if given; the latest unfinished one if none completed)."
-        if campaign is None:
-            c = self.campaigns(study)
-            if testbed is not None: c = c.filter(pl.col('testbed') == testbed)
-            if profile is not None: c = c.filter(pl.col('profile') == profile)
-            if c.is_empty(): return self.load(study, expand=expand).clear()
-            done = c.filter(pl.col('complete'))
-            campaign = (done if done.height else c)['campaign'][-1]
-        df = self.load(study, expand=expand)
-        return df.filter(pl.col('campaign') == campaign)
     def __repr__(self): return f"ResultStore({str(self.root)!r})"
-    def _repr_html_(self):
-        items = ''.join(f"<li><code>{html.escape(s)}</code>: {self._read(s).height} records</li>"
-                        for s in self.studies())
-        return f"<b>ResultStore</b> <code>{html.escape(str(self.root))}</code><ul>{items}</ul>"
+
+# %% ../../nbs/41_store.ipynb #c009p1
+@patch
+def pick_campaign(self:ResultStore, study:str, testbed:str, *, run_id:str, new:bool=False) -> tuple[str, bool]:
+    "(campaign, resumed): the latest unfinished campaign of `study` on `testbed` is resumed, otherwise (or with `new`) a new one is named after `run_id` (`run_id-2`, ... if that name is taken)."
+    camps = self.campaigns(study)
+    c = camps.filter((pl.col('testbed') == testbed) & ~pl.col('complete'))
+    if not new and c.height: return c['campaign'][-1], True
+    taken, name, k = set(camps['campaign'].to_list()), run_id, 1
+    while name in taken: k += 1; name = f"{run_id}-{k}"
+    return name, False
+
+@patch
+def campaign_records(self:ResultStore, study:str, campaign:str|None=None, *, testbed:str|None=None, profile:str|None=None,
+                     expand:bool=True) -> pl.DataFrame:
+    "Records of `campaign`, or of the latest complete campaign (of `testbed` and of `profile` if given; the latest unfinished one if none completed)."
+    if campaign is None:
+        c = self.campaigns(study)
+        if testbed is not None: c = c.filter(pl.col('testbed') == testbed)
+        if profile is not None: c = c.filter(pl.col('profile') == profile)
+        if c.is_empty(): return self.load(study, expand=expand).clear()
+        done = c.filter(pl.col('complete'))
+        campaign = (done if done.height else c)['campaign'][-1]
+    df = self.load(study, expand=expand)
+    return df.filter(pl.col('campaign') == campaign)
+
+@patch
+def _repr_html_(self:ResultStore):
+    items = ''.join(f"<li><code>{html.escape(s)}</code>: {self._read(s).height} records</li>"
+                    for s in self.studies())
+    return f"<b>ResultStore</b> <code>{html.escape(str(self.root))}</code><ul>{items}</ul>"

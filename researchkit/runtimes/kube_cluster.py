@@ -7,6 +7,7 @@ Docs: https://researchkit.github.io/researchkit/kube_cluster.html.md"""
 # %% ../../nbs/18c_kube_cluster.ipynb #c003
 from __future__ import annotations
 import base64, hashlib, io, ipaddress, json, os, pathlib, re, secrets, shlex, shutil, socket, subprocess, tarfile, tempfile, time
+from fastcore.basics import patch
 from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode
@@ -229,111 +230,11 @@ class KubeCluster:
         self._api, self.user = None, 'admin'   # the official client (`api`), made from the kubeconfig; the kubeconfig's user
         self.sock = f"{self.base}/containerd.sock"
 
-    def footprint(self) -> dict:
-        "The cluster's footprint on the host now: `kube_host_state` of its run id, base and networks; mounts under default paths it created count too."
-        created = [p for p in KUBE_PATHS if self.before is not None and p not in self.before['paths']]
-        nets = (str(ipaddress.ip_network(f"{self.node_ip}/16", strict=False)), KUBE_NETS[1])
-        return kube_host_state(self.run_id, self.base, mounts=created, nets=nets)
-
     @property
     def undo(self) -> str:
         b = self.before or self.footprint()
         return _undo_script(self.run_id, self.base, self.bridge, self.cgroup, b['sysctls'], b['paths'],
                             sorted(os.listdir('/run/netns')) if os.path.isdir('/run/netns') else [])
-
-    def start(self) -> 'KubeCluster':
-        "Start the cluster and wait for its node to be Ready; raises `NotMeasurable` with the measured reason when it cannot run."
-        why = cluster_unavailable()
-        if why: raise NotMeasurable('kubernetes', why)
-        try: return self._start()
-        except BaseException: self.stop(); raise   # a failed start (or Ctrl-C while waiting) leaves nothing running
-
-    def _spawn(self, name:str, argv:list[str]):
-        self.procs[name] = self.node.spawn(shlex.join(argv), label=f"{name} of {self.run_id}")
-
-    def _wait(self, what:str, ok, timeout:float):
-        deadline = time.monotonic() + timeout
-        while not ok():
-            dead = [n for n, p in self.procs.items() if not p.alive()]
-            if dead or time.monotonic() > deadline:
-                logs = '\n'.join(f"--- {n}: {self.procs[n].output()[-800:]}" for n in (dead or list(self.procs)[-1:]))
-                raise NotMeasurable('kubernetes', f"{what} not ready within {timeout:.0f} s{' (' + ', '.join(dead) + ' exited)' if dead else ''}:\n{logs}")
-            time.sleep(0.3)
-
-    def _start(self) -> 'KubeCluster':
-        self.before = self.footprint()
-        if self._td is None: self._td = Teardown()
-        self._td.add(f"kubernetes cluster {self.run_id}", self._teardown, undo=self.undo)
-        B, q = self.base, shlex.quote
-        for d in ('etcd', 'pki', 'ctd/root', 'ctd/state', 'ctd/opt', 'cni/net.d', 'cni/ipam', 'cni/cache', 'kubelet', 'pod-logs', 'images', 'bin'):
-            os.makedirs(f"{B}/{d}", exist_ok=True)
-        for h in pathlib.Path('/sys/fs/cgroup').iterdir():   # the kubelet wants its cgroup root in every hierarchy
-            if h.is_dir() and not h.is_symlink() and (h/'cgroup.procs').exists(): (h/self.cgroup).mkdir(exist_ok=True)
-        self.node.run(f"ip link add {q(self.bridge)} type bridge && ip addr add {self.node_ip}/16 dev {q(self.bridge)} && ip link set {q(self.bridge)} up")
-        self.ports = {k: _free_port() for k in ('etcd', 'etcd_peer', 'apiserver', 'kubelet')}
-        self._keys()
-        # etcd
-        self._spawn('etcd', ['etcd', '--name', 'rk', '--data-dir', f"{B}/etcd", '--listen-client-urls', f"http://127.0.0.1:{self.ports['etcd']}",
-                             '--advertise-client-urls', f"http://127.0.0.1:{self.ports['etcd']}", '--listen-peer-urls', f"http://127.0.0.1:{self.ports['etcd_peer']}",
-                             '--initial-advertise-peer-urls', f"http://127.0.0.1:{self.ports['etcd_peer']}",
-                             '--initial-cluster', f"rk=http://127.0.0.1:{self.ports['etcd_peer']}", '--log-level', 'warn'])
-        # containerd (and the images the cluster needs)
-        self._containerd_config()
-        self.procs['containerd'] = self.node.spawn(shlex.join(['containerd', '--config', f"{B}/containerd.toml"]), label=f"containerd of {self.run_id}",
-                                                   env={'PATH': f"{B}/bin:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"})
-        self._wait('containerd', lambda: self.ctr('version', check=False).ok, 30)
-        for make, name in ((pause_image, 'pause'), (busybox_image, 'busybox')): self.images[name] = self.import_image(make(f"{B}/images/{name}.tar"))
-        # the control plane
-        api = f"https://{self.node_ip}:{self.ports['apiserver']}"
-        self._spawn('kube-apiserver', [tool_path('kube-apiserver'), '--etcd-servers', f"http://127.0.0.1:{self.ports['etcd']}",
-                    '--bind-address', self.node_ip, '--advertise-address', self.node_ip, '--secure-port', str(self.ports['apiserver']),
-                    '--cert-dir', f"{B}/pki", '--tls-cert-file', f"{B}/pki/apiserver.crt", '--tls-private-key-file', f"{B}/pki/apiserver.key",
-                    '--client-ca-file', f"{B}/pki/ca.crt",
-                    '--token-auth-file', f"{B}/pki/tokens.csv", '--authorization-mode', 'AlwaysAllow',
-                    '--service-account-issuer', 'https://kubernetes.default.svc', '--service-account-key-file', f"{B}/pki/sa.key",
-                    '--service-account-signing-key-file', f"{B}/pki/sa.key", '--service-cluster-ip-range', '10.254.128.0/24',
-                    '--kubelet-preferred-address-types', 'InternalIP',   # exec and logs reach the kubelet at the node address, not its name
-                    '--allow-privileged=true', '--profiling=false', '--v=1'])
-        self._write_kubeconfig(api)
-        self._wait('kube-apiserver', lambda: self._api_ok(), 90)
-        common = ['--kubeconfig', self.kubeconfig, '--leader-elect=false', '--profiling=false']
-        self._spawn('kube-controller-manager', [tool_path('kube-controller-manager'), *common, '--secure-port=0',
-                    '--root-ca-file', f"{B}/pki/ca.crt", '--service-account-private-key-file', f"{B}/pki/sa.key"])
-        self._spawn('kube-scheduler', [tool_path('kube-scheduler'), *common, '--secure-port=0'])
-        # the kubelet
-        self._kubelet_config()
-        self._spawn('kubelet', [tool_path('kubelet'), '--config', f"{B}/kubelet.yaml", '--kubeconfig', self.kubeconfig,
-                    '--root-dir', f"{B}/kubelet", '--hostname-override', self.node_name, '--node-ip', self.node_ip, '--v=1'])
-        self._wait(f"node {self.node_name}", self._node_ready, self.start_timeout)
-        self._runtime_classes()
-        from kubernetes.client import CoreV1Api
-        sa = lambda a: CoreV1Api(a).read_namespaced_service_account('default', 'default', _request_timeout=10)
-        self._wait('the default service account', lambda: self._ask(sa, 'reading the default service account') is not None, 60)
-        if self.multus: self._nad_crd()
-        return self
-
-    # --- pieces of `_start`
-    def _keys(self):
-        "A CA, the apiserver's serving certificate (node IP, 127.0.0.1, kubernetes.default), the service-account key, the admin token."
-        P, q = f"{self.base}/pki", shlex.quote
-        sh = lambda c: self.node.run(c, timeout=60)
-        sh(f"cd {q(P)} && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=researchkit-{self.run_id}-ca 2>/dev/null")
-        sh(f"cd {q(P)} && openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj /CN=kube-apiserver 2>/dev/null && "
-           f"printf 'subjectAltName=IP:{self.node_ip},IP:127.0.0.1,IP:10.254.128.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:localhost\\n' > san.ext && "
-           f"openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt -days 2 -extfile san.ext 2>/dev/null")
-        sh(f"cd {q(P)} && openssl genrsa -out sa.key 2048 2>/dev/null")
-        self.token = secrets.token_hex(16)
-        pathlib.Path(P, 'tokens.csv').write_text(f'{self.token},admin,admin,"system:masters"\n')
-
-    def _write_kubeconfig(self, server:str):
-        ca = base64.b64encode(pathlib.Path(self.base, 'pki', 'ca.crt').read_bytes()).decode()
-        ctx = f"researchkit-{self.run_id}"
-        cfg = {'apiVersion': 'v1', 'kind': 'Config', 'current-context': ctx,
-               'clusters': [{'name': ctx, 'cluster': {'server': server, 'certificate-authority-data': ca}}],
-               'users': [{'name': 'admin', 'user': {'token': self.token}}],
-               'contexts': [{'name': ctx, 'context': {'cluster': ctx, 'user': 'admin', 'namespace': 'default'}}]}
-        pathlib.Path(self.kubeconfig).write_text(json.dumps(cfg, indent=1) + '\n')   # JSON is YAML
-        self.server, self.context = server, ctx
 
     def _containerd_config(self):
         B = self.base
@@ -385,35 +286,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                       'logFile': f"{B}/cni/multus.log", 'logLevel': 'error', 'delegates': [conf]}
             pathlib.Path(B, 'cni/net.d/00-multus.conf').write_text(json.dumps(multus, indent=1) + '\n')
 
-    def _cni_bin(self) -> str:
-        "The CNI plugin directory containerd gets: Debian's, or with Multus a private one that links Debian's plugins beside it."
-        if not self._want_multus: return CNI_BIN
-        path = tool_path(MULTUS)
-        if not path:
-            self.multus_why = _SHIM_BUILD.get(MULTUS) or f"{MULTUS} is not built (tools/install-go-tools {MULTUS})"
-            return CNI_BIN
-        d = pathlib.Path(self.base, 'cni', 'bin'); d.mkdir(parents=True, exist_ok=True)
-        for p in [*pathlib.Path(CNI_BIN).iterdir(), pathlib.Path(path)]: (d/p.name).symlink_to(p)
-        self.multus, self.multus_why = True, None
-        return str(d)
-
-    def _nad_crd(self):
-        "The NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1, the Network Plumbing Working Group's multi-net spec): `spec.config` is a CNI config as a JSON string."
-        crd = {'apiVersion': 'apiextensions.k8s.io/v1', 'kind': 'CustomResourceDefinition', 'metadata': {'name': 'network-attachment-definitions.k8s.cni.cncf.io'},
-               'spec': {'group': 'k8s.cni.cncf.io', 'scope': 'Namespaced',
-                        'names': {'plural': 'network-attachment-definitions', 'singular': 'network-attachment-definition',
-                                  'kind': 'NetworkAttachmentDefinition', 'shortNames': ['net-attach-def']},
-                        'versions': [{'name': 'v1', 'served': True, 'storage': True, 'schema': {'openAPIV3Schema': {
-                            'type': 'object', 'properties': {'apiVersion': {'type': 'string'}, 'kind': {'type': 'string'}, 'metadata': {'type': 'object'},
-                                                             'spec': {'type': 'object', 'properties': {'config': {'type': 'string'}}}}}}}]}}
-        from kubernetes.client import ApiextensionsV1Api
-        name = crd['metadata']['name']
-        self._create(lambda a: ApiextensionsV1Api(a).create_custom_resource_definition(crd, _request_timeout=20), f"creating CRD {name}")
-        read = lambda a: ApiextensionsV1Api(a).read_custom_resource_definition(name, _request_timeout=10)
-        established = lambda: any(c['type'] == 'Established' and c['status'] == 'True' for c in
-                                  ((self._ask(read, f"reading CRD {name}") or {}).get('status') or {}).get('conditions') or [])
-        self._wait('the NetworkAttachmentDefinition CRD', established, 30)
-
     def _runsc_shim(self) -> str|None:
         "gVisor's containerd shim, when built: its options file (runsc at the pinned version, systrap, a private root and logs)."
         shim, runsc = tool_path('containerd-shim-runsc-v1'), tool_path('runsc')
@@ -441,126 +313,285 @@ case "$out" in "{{"*) printf '%s' "$out" | sed -n 's/.*"address":"\\([^"]*\\)".*
                      f'[runsc_config]\n  platform = "systrap"\n')
         return str(p)
 
-    def _kubelet_config(self):
-        B = self.base
-        cfg = {'apiVersion': 'kubelet.config.k8s.io/v1beta1', 'kind': 'KubeletConfiguration',
-               'address': self.node_ip, 'port': self.ports['kubelet'], 'readOnlyPort': 0, 'healthzPort': 0,
-               'authentication': {'anonymous': {'enabled': True}, 'webhook': {'enabled': False}, 'x509': {}},
-               'authorization': {'mode': 'AlwaysAllow'},
-               'cgroupDriver': 'cgroupfs', 'cgroupsPerQOS': True, 'cgroupRoot': '/' + self.cgroup,
-               'containerRuntimeEndpoint': f"unix://{self.sock}", 'failSwapOn': False, 'makeIPTablesUtilChains': False,
-               'protectKernelDefaults': False, 'podLogsDir': f"{B}/pod-logs", 'localStorageCapacityIsolation': False,
-               'imageGCHighThresholdPercent': 100, 'imageGCLowThresholdPercent': 99,
-               'evictionHard': {'nodefs.available': '0%', 'nodefs.inodesFree': '0%', 'imagefs.available': '0%', 'memory.available': '0%'},
-               'oomScoreAdj': 0, 'resolvConf': '', 'serializeImagePulls': False, 'registerNode': True,
-               'staticPodPath': '', 'enableDebuggingHandlers': True}
-        pathlib.Path(B, 'kubelet.yaml').write_text(json.dumps(cfg, indent=1) + '\n')
-
-    # --- talking to it
-    def ctr(self, *args:str, check:bool=True, timeout:float=120):
-        "Run `ctr` against this cluster's containerd, in the `k8s.io` namespace (the one the CRI uses)."
-        return self.node.run(['ctr', '--address', self.sock, '--namespace', 'k8s.io', *args], check=check, timeout=timeout)
-
-    def import_image(self, archive:str|os.PathLike) -> str:
-        "Import a docker-archive tar (`image_archive`) into the cluster's containerd; returns its tag."
-        with tarfile.open(archive) as t: tag = json.load(t.extractfile('manifest.json'))[0]['RepoTags'][0]
-        self.ctr('images', 'import', '--platform', 'linux/amd64', str(archive), timeout=600)
-        return tag
-
-    def api(self):
-        "The official Kubernetes client (`kubernetes.client.ApiClient`) configured from this cluster's kubeconfig, as any user of the cluster would reach it."
-        if self._api is None:
-            from kubernetes import config
-            self._api = config.new_client_from_config(config_file=self.kubeconfig)
-        return self._api
-
-    def _ask(self, call, what:str):
-        "`call(api)`'s answer as plain JSON data; None while the API server does not answer it yet (not listening, not ready, not there yet); a refusal of the credentials (401) or of the permission (403) raises `KubeAccessError` naming the kubeconfig's user, never taken for 'not ready'."
-        from kubernetes.client import ApiException
-        from urllib3.exceptions import HTTPError
-        api = self.api()
-        try: got = call(api)
-        except ApiException as e:
-            if e.status in (401, 403): raise KubeAccessError(self.kubeconfig, self.user, what, e.status, e.reason) from None
-            return None
-        except (HTTPError, OSError): return None
-        return api.sanitize_for_serialization(got)
-
-    def _create(self, call, what:str):
-        "Create something through the client (`call(api)`); raises on any refusal, a 401/403 as `KubeAccessError`."
-        from kubernetes.client import ApiException
-        try: return call(self.api())
-        except ApiException as e:
-            if e.status in (401, 403): raise KubeAccessError(self.kubeconfig, self.user, what, e.status, e.reason) from None
-            raise ResearchkitError(f"{what}: the API server answered {e.status} {e.reason}: {(e.body or '')[:300]}") from None
-
-    def _api_ok(self) -> bool:
-        from kubernetes.client import VersionApi
-        return self._ask(lambda a: VersionApi(a).get_code(_request_timeout=10), 'reading the version') is not None
-
-    def _node_ready(self) -> bool:
-        from kubernetes.client import CoreV1Api
-        n = self._ask(lambda a: CoreV1Api(a).read_node(self.node_name, _request_timeout=10), f"reading node {self.node_name}")
-        return bool(n) and any(c['type'] == 'Ready' and c['status'] == 'True' for c in (n.get('status') or {}).get('conditions') or [])
-
-    def _runtime_classes(self):
-        "RuntimeClass `gvisor` (handler runsc) when its shim is configured; `runtime_classes` maps researchkit runtimes to classes."
-        self.runtime_classes = {'runc': None}
-        if not os.path.exists(f"{self.base}/runsc.toml"): return
-        from kubernetes.client import NodeV1Api
-        body = {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'metadata': {'name': 'gvisor'}, 'handler': 'runsc'}
-        self._create(lambda a: NodeV1Api(a).create_runtime_class(body, _request_timeout=20), 'creating RuntimeClass gvisor')
-        self.runtime_classes['runsc'] = 'gvisor'
-
-    def networks(self) -> dict:
-        "The cluster's networks by cni-net data path: 'bridge', its own (the CNI bridge plugin: pods' eth0 on the cluster's bridge); with Multus, 'macvlan', a NetworkAttachmentDefinition's macvlan in bridge mode on that bridge (host-local addresses in 10.253.0.0/24, its state under the cluster's base)."
-        out = {'bridge': 'default'}
-        if self.multus:
-            out['macvlan'] = {'type': 'macvlan', 'master': self.bridge, 'mode': 'bridge',
-                              'ipam': {'type': 'host-local', 'subnet': '10.253.0.0/24', 'dataDir': f"{self.base}/cni/ipam-macvlan"}}
-        return out
-
-    def inventory(self) -> dict:
-        "A testbed inventory for this cluster (`kubernetes:` section): its kubeconfig, runtime classes, imported images and networks."
-        rc = dict(self.runtime_classes)
-        why = {'kata': 'no Kata on this cluster: Kata Containers need hardware virtualization and are not installed by researchkit',
-               **({'runsc': self.gvisor_why} if self.gvisor_why else {})}
-        return {'name': f"kube-{self.run_id}", 'description': f"the single-node Kubernetes {KUBE_VERSION} cluster of run {self.run_id} on this machine",
-                'kubernetes': {'kubeconfig': self.kubeconfig, 'runtime_classes': rc, 'images': dict(self.images),
-                               'local_containerd': self.sock, 'unavailable': {k: v for k, v in why.items() if k not in rc},
-                               'cni': 'the CNI bridge plugin' + (" (through Multus)" if self.multus else ''), 'networks': self.networks()}}
-
-    def write_inventory(self, path:str|os.PathLike|None=None) -> pathlib.Path:
-        "Write `inventory()` as YAML (default `<base>/testbed.yaml`, removed with the cluster); its path."
-        import yaml
-        p = pathlib.Path(path or f"{self.base}/testbed.yaml"); p.write_text(yaml.safe_dump(self.inventory(), sort_keys=False))
-        return p
-
-    def version(self) -> dict:
-        "Versions for provenance: Kubernetes (the apiserver's), containerd, etcd, runsc handler."
-        from kubernetes.client import VersionApi
-        v = self._ask(lambda a: VersionApi(a).get_code(_request_timeout=10), 'reading the version') or {}
-        m = re.search(r'Version:\s*(\S+)', self.ctr('version', check=False).stdout.split('Server:')[-1])
-        e = re.search(r'etcd Version:\s*(\S+)', self.node.run('etcd --version', check=False).stdout)
-        return {'kubernetes': v.get('gitVersion'), 'containerd': m and m[1], 'etcd': e and e[1],
-                'gvisor': 'runsc (containerd-shim-runsc-v1)' if 'runsc' in self.runtime_classes else f"none: {self.gvisor_why}"}
-
-    # --- stopping
-    def _teardown(self):
-        subprocess.run(['sh', '-c', self.undo], timeout=120, capture_output=True)
-        for p in reversed(list(self.procs.values())): p.stop(grace=1)
-
-    def stop(self):
-        "Stop everything, undo what the cluster did to the host; `left` then holds any difference from its footprint before `start`."
-        if self._api is not None: self._api.close(); self._api = None
-        if self._td is not None and self._own_td: self._td.close()
-        elif self.procs: self._teardown()
-        if self.before is not None:
-            for _ in range(20):
-                self.left = state_diff(self.before, self.footprint())
-                if not self.left: break
-                time.sleep(0.25)
-
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop(); return False
     def __repr__(self): return f"KubeCluster({self.run_id}, kubeconfig={self.kubeconfig!r})"
+
+# %% ../../nbs/18c_kube_cluster.ipynb #c010s1p1
+@patch
+def footprint(self:KubeCluster) -> dict:
+    "The cluster's footprint on the host now: `kube_host_state` of its run id, base and networks; mounts under default paths it created count too."
+    created = [p for p in KUBE_PATHS if self.before is not None and p not in self.before['paths']]
+    nets = (str(ipaddress.ip_network(f"{self.node_ip}/16", strict=False)), KUBE_NETS[1])
+    return kube_host_state(self.run_id, self.base, mounts=created, nets=nets)
+
+@patch
+def start(self:KubeCluster) -> 'KubeCluster':
+    "Start the cluster and wait for its node to be Ready; raises `NotMeasurable` with the measured reason when it cannot run."
+    why = cluster_unavailable()
+    if why: raise NotMeasurable('kubernetes', why)
+    try: return self._start()
+    except BaseException: self.stop(); raise   # a failed start (or Ctrl-C while waiting) leaves nothing running
+
+@patch
+def _spawn(self:KubeCluster, name:str, argv:list[str]):
+    self.procs[name] = self.node.spawn(shlex.join(argv), label=f"{name} of {self.run_id}")
+
+@patch
+def _wait(self:KubeCluster, what:str, ok, timeout:float):
+    deadline = time.monotonic() + timeout
+    while not ok():
+        dead = [n for n, p in self.procs.items() if not p.alive()]
+        if dead or time.monotonic() > deadline:
+            logs = '\n'.join(f"--- {n}: {self.procs[n].output()[-800:]}" for n in (dead or list(self.procs)[-1:]))
+            raise NotMeasurable('kubernetes', f"{what} not ready within {timeout:.0f} s{' (' + ', '.join(dead) + ' exited)' if dead else ''}:\n{logs}")
+        time.sleep(0.3)
+
+@patch
+def _start(self:KubeCluster) -> 'KubeCluster':
+    self.before = self.footprint()
+    if self._td is None: self._td = Teardown()
+    self._td.add(f"kubernetes cluster {self.run_id}", self._teardown, undo=self.undo)
+    B, q = self.base, shlex.quote
+    for d in ('etcd', 'pki', 'ctd/root', 'ctd/state', 'ctd/opt', 'cni/net.d', 'cni/ipam', 'cni/cache', 'kubelet', 'pod-logs', 'images', 'bin'):
+        os.makedirs(f"{B}/{d}", exist_ok=True)
+    for h in pathlib.Path('/sys/fs/cgroup').iterdir():   # the kubelet wants its cgroup root in every hierarchy
+        if h.is_dir() and not h.is_symlink() and (h/'cgroup.procs').exists(): (h/self.cgroup).mkdir(exist_ok=True)
+    self.node.run(f"ip link add {q(self.bridge)} type bridge && ip addr add {self.node_ip}/16 dev {q(self.bridge)} && ip link set {q(self.bridge)} up")
+    self.ports = {k: _free_port() for k in ('etcd', 'etcd_peer', 'apiserver', 'kubelet')}
+    self._keys()
+    # etcd
+    self._spawn('etcd', ['etcd', '--name', 'rk', '--data-dir', f"{B}/etcd", '--listen-client-urls', f"http://127.0.0.1:{self.ports['etcd']}",
+                         '--advertise-client-urls', f"http://127.0.0.1:{self.ports['etcd']}", '--listen-peer-urls', f"http://127.0.0.1:{self.ports['etcd_peer']}",
+                         '--initial-advertise-peer-urls', f"http://127.0.0.1:{self.ports['etcd_peer']}",
+                         '--initial-cluster', f"rk=http://127.0.0.1:{self.ports['etcd_peer']}", '--log-level', 'warn'])
+    # containerd (and the images the cluster needs)
+    self._containerd_config()
+    self.procs['containerd'] = self.node.spawn(shlex.join(['containerd', '--config', f"{B}/containerd.toml"]), label=f"containerd of {self.run_id}",
+                                               env={'PATH': f"{B}/bin:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"})
+    self._wait('containerd', lambda: self.ctr('version', check=False).ok, 30)
+    for make, name in ((pause_image, 'pause'), (busybox_image, 'busybox')): self.images[name] = self.import_image(make(f"{B}/images/{name}.tar"))
+    # the control plane
+    api = f"https://{self.node_ip}:{self.ports['apiserver']}"
+    self._spawn('kube-apiserver', [tool_path('kube-apiserver'), '--etcd-servers', f"http://127.0.0.1:{self.ports['etcd']}",
+                '--bind-address', self.node_ip, '--advertise-address', self.node_ip, '--secure-port', str(self.ports['apiserver']),
+                '--cert-dir', f"{B}/pki", '--tls-cert-file', f"{B}/pki/apiserver.crt", '--tls-private-key-file', f"{B}/pki/apiserver.key",
+                '--client-ca-file', f"{B}/pki/ca.crt",
+                '--token-auth-file', f"{B}/pki/tokens.csv", '--authorization-mode', 'AlwaysAllow',
+                '--service-account-issuer', 'https://kubernetes.default.svc', '--service-account-key-file', f"{B}/pki/sa.key",
+                '--service-account-signing-key-file', f"{B}/pki/sa.key", '--service-cluster-ip-range', '10.254.128.0/24',
+                '--kubelet-preferred-address-types', 'InternalIP',   # exec and logs reach the kubelet at the node address, not its name
+                '--allow-privileged=true', '--profiling=false', '--v=1'])
+    self._write_kubeconfig(api)
+    self._wait('kube-apiserver', lambda: self._api_ok(), 90)
+    common = ['--kubeconfig', self.kubeconfig, '--leader-elect=false', '--profiling=false']
+    self._spawn('kube-controller-manager', [tool_path('kube-controller-manager'), *common, '--secure-port=0',
+                '--root-ca-file', f"{B}/pki/ca.crt", '--service-account-private-key-file', f"{B}/pki/sa.key"])
+    self._spawn('kube-scheduler', [tool_path('kube-scheduler'), *common, '--secure-port=0'])
+    # the kubelet
+    self._kubelet_config()
+    self._spawn('kubelet', [tool_path('kubelet'), '--config', f"{B}/kubelet.yaml", '--kubeconfig', self.kubeconfig,
+                '--root-dir', f"{B}/kubelet", '--hostname-override', self.node_name, '--node-ip', self.node_ip, '--v=1'])
+    self._wait(f"node {self.node_name}", self._node_ready, self.start_timeout)
+    self._runtime_classes()
+    from kubernetes.client import CoreV1Api
+    sa = lambda a: CoreV1Api(a).read_namespaced_service_account('default', 'default', _request_timeout=10)
+    self._wait('the default service account', lambda: self._ask(sa, 'reading the default service account') is not None, 60)
+    if self.multus: self._nad_crd()
+    return self
+
+# --- pieces of `_start`
+
+@patch
+def _keys(self:KubeCluster):
+    "A CA, the apiserver's serving certificate (node IP, 127.0.0.1, kubernetes.default), the service-account key, the admin token."
+    P, q = f"{self.base}/pki", shlex.quote
+    sh = lambda c: self.node.run(c, timeout=60)
+    sh(f"cd {q(P)} && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=researchkit-{self.run_id}-ca 2>/dev/null")
+    sh(f"cd {q(P)} && openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj /CN=kube-apiserver 2>/dev/null && "
+       f"printf 'subjectAltName=IP:{self.node_ip},IP:127.0.0.1,IP:10.254.128.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:localhost\\n' > san.ext && "
+       f"openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt -days 2 -extfile san.ext 2>/dev/null")
+    sh(f"cd {q(P)} && openssl genrsa -out sa.key 2048 2>/dev/null")
+    self.token = secrets.token_hex(16)
+    pathlib.Path(P, 'tokens.csv').write_text(f'{self.token},admin,admin,"system:masters"\n')
+
+@patch
+def _write_kubeconfig(self:KubeCluster, server:str):
+    ca = base64.b64encode(pathlib.Path(self.base, 'pki', 'ca.crt').read_bytes()).decode()
+    ctx = f"researchkit-{self.run_id}"
+    cfg = {'apiVersion': 'v1', 'kind': 'Config', 'current-context': ctx,
+           'clusters': [{'name': ctx, 'cluster': {'server': server, 'certificate-authority-data': ca}}],
+           'users': [{'name': 'admin', 'user': {'token': self.token}}],
+           'contexts': [{'name': ctx, 'context': {'cluster': ctx, 'user': 'admin', 'namespace': 'default'}}]}
+    pathlib.Path(self.kubeconfig).write_text(json.dumps(cfg, indent=1) + '\n')   # JSON is YAML
+    self.server, self.context = server, ctx
+
+# %% ../../nbs/18c_kube_cluster.ipynb #c010s1p2
+@patch
+def _cni_bin(self:KubeCluster) -> str:
+    "The CNI plugin directory containerd gets: Debian's, or with Multus a private one that links Debian's plugins beside it."
+    if not self._want_multus: return CNI_BIN
+    path = tool_path(MULTUS)
+    if not path:
+        self.multus_why = _SHIM_BUILD.get(MULTUS) or f"{MULTUS} is not built (tools/install-go-tools {MULTUS})"
+        return CNI_BIN
+    d = pathlib.Path(self.base, 'cni', 'bin'); d.mkdir(parents=True, exist_ok=True)
+    for p in [*pathlib.Path(CNI_BIN).iterdir(), pathlib.Path(path)]: (d/p.name).symlink_to(p)
+    self.multus, self.multus_why = True, None
+    return str(d)
+
+@patch
+def _nad_crd(self:KubeCluster):
+    "The NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1, the Network Plumbing Working Group's multi-net spec): `spec.config` is a CNI config as a JSON string."
+    crd = {'apiVersion': 'apiextensions.k8s.io/v1', 'kind': 'CustomResourceDefinition', 'metadata': {'name': 'network-attachment-definitions.k8s.cni.cncf.io'},
+           'spec': {'group': 'k8s.cni.cncf.io', 'scope': 'Namespaced',
+                    'names': {'plural': 'network-attachment-definitions', 'singular': 'network-attachment-definition',
+                              'kind': 'NetworkAttachmentDefinition', 'shortNames': ['net-attach-def']},
+                    'versions': [{'name': 'v1', 'served': True, 'storage': True, 'schema': {'openAPIV3Schema': {
+                        'type': 'object', 'properties': {'apiVersion': {'type': 'string'}, 'kind': {'type': 'string'}, 'metadata': {'type': 'object'},
+                                                         'spec': {'type': 'object', 'properties': {'config': {'type': 'string'}}}}}}}]}}
+    from kubernetes.client import ApiextensionsV1Api
+    name = crd['metadata']['name']
+    self._create(lambda a: ApiextensionsV1Api(a).create_custom_resource_definition(crd, _request_timeout=20), f"creating CRD {name}")
+    read = lambda a: ApiextensionsV1Api(a).read_custom_resource_definition(name, _request_timeout=10)
+    established = lambda: any(c['type'] == 'Established' and c['status'] == 'True' for c in
+                              ((self._ask(read, f"reading CRD {name}") or {}).get('status') or {}).get('conditions') or [])
+    self._wait('the NetworkAttachmentDefinition CRD', established, 30)
+
+@patch
+def _kubelet_config(self:KubeCluster):
+    B = self.base
+    cfg = {'apiVersion': 'kubelet.config.k8s.io/v1beta1', 'kind': 'KubeletConfiguration',
+           'address': self.node_ip, 'port': self.ports['kubelet'], 'readOnlyPort': 0, 'healthzPort': 0,
+           'authentication': {'anonymous': {'enabled': True}, 'webhook': {'enabled': False}, 'x509': {}},
+           'authorization': {'mode': 'AlwaysAllow'},
+           'cgroupDriver': 'cgroupfs', 'cgroupsPerQOS': True, 'cgroupRoot': '/' + self.cgroup,
+           'containerRuntimeEndpoint': f"unix://{self.sock}", 'failSwapOn': False, 'makeIPTablesUtilChains': False,
+           'protectKernelDefaults': False, 'podLogsDir': f"{B}/pod-logs", 'localStorageCapacityIsolation': False,
+           'imageGCHighThresholdPercent': 100, 'imageGCLowThresholdPercent': 99,
+           'evictionHard': {'nodefs.available': '0%', 'nodefs.inodesFree': '0%', 'imagefs.available': '0%', 'memory.available': '0%'},
+           'oomScoreAdj': 0, 'resolvConf': '', 'serializeImagePulls': False, 'registerNode': True,
+           'staticPodPath': '', 'enableDebuggingHandlers': True}
+    pathlib.Path(B, 'kubelet.yaml').write_text(json.dumps(cfg, indent=1) + '\n')
+
+# --- talking to it
+
+@patch
+def ctr(self:KubeCluster, *args:str, check:bool=True, timeout:float=120):
+    "Run `ctr` against this cluster's containerd, in the `k8s.io` namespace (the one the CRI uses)."
+    return self.node.run(['ctr', '--address', self.sock, '--namespace', 'k8s.io', *args], check=check, timeout=timeout)
+
+@patch
+def import_image(self:KubeCluster, archive:str|os.PathLike) -> str:
+    "Import a docker-archive tar (`image_archive`) into the cluster's containerd; returns its tag."
+    with tarfile.open(archive) as t: tag = json.load(t.extractfile('manifest.json'))[0]['RepoTags'][0]
+    self.ctr('images', 'import', '--platform', 'linux/amd64', str(archive), timeout=600)
+    return tag
+
+@patch
+def api(self:KubeCluster):
+    "The official Kubernetes client (`kubernetes.client.ApiClient`) configured from this cluster's kubeconfig, as any user of the cluster would reach it."
+    if self._api is None:
+        from kubernetes import config
+        self._api = config.new_client_from_config(config_file=self.kubeconfig)
+    return self._api
+
+@patch
+def _ask(self:KubeCluster, call, what:str):
+    "`call(api)`'s answer as plain JSON data; None while the API server does not answer it yet (not listening, not ready, not there yet); a refusal of the credentials (401) or of the permission (403) raises `KubeAccessError` naming the kubeconfig's user, never taken for 'not ready'."
+    from kubernetes.client import ApiException
+    from urllib3.exceptions import HTTPError
+    api = self.api()
+    try: got = call(api)
+    except ApiException as e:
+        if e.status in (401, 403): raise KubeAccessError(self.kubeconfig, self.user, what, e.status, e.reason) from None
+        return None
+    except (HTTPError, OSError): return None
+    return api.sanitize_for_serialization(got)
+
+@patch
+def _create(self:KubeCluster, call, what:str):
+    "Create something through the client (`call(api)`); raises on any refusal, a 401/403 as `KubeAccessError`."
+    from kubernetes.client import ApiException
+    try: return call(self.api())
+    except ApiException as e:
+        if e.status in (401, 403): raise KubeAccessError(self.kubeconfig, self.user, what, e.status, e.reason) from None
+        raise ResearchkitError(f"{what}: the API server answered {e.status} {e.reason}: {(e.body or '')[:300]}") from None
+
+@patch
+def _api_ok(self:KubeCluster) -> bool:
+    from kubernetes.client import VersionApi
+    return self._ask(lambda a: VersionApi(a).get_code(_request_timeout=10), 'reading the version') is not None
+
+@patch
+def _node_ready(self:KubeCluster) -> bool:
+    from kubernetes.client import CoreV1Api
+    n = self._ask(lambda a: CoreV1Api(a).read_node(self.node_name, _request_timeout=10), f"reading node {self.node_name}")
+    return bool(n) and any(c['type'] == 'Ready' and c['status'] == 'True' for c in (n.get('status') or {}).get('conditions') or [])
+
+@patch
+def _runtime_classes(self:KubeCluster):
+    "RuntimeClass `gvisor` (handler runsc) when its shim is configured; `runtime_classes` maps researchkit runtimes to classes."
+    self.runtime_classes = {'runc': None}
+    if not os.path.exists(f"{self.base}/runsc.toml"): return
+    from kubernetes.client import NodeV1Api
+    body = {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'metadata': {'name': 'gvisor'}, 'handler': 'runsc'}
+    self._create(lambda a: NodeV1Api(a).create_runtime_class(body, _request_timeout=20), 'creating RuntimeClass gvisor')
+    self.runtime_classes['runsc'] = 'gvisor'
+
+# %% ../../nbs/18c_kube_cluster.ipynb #c010s1p3
+@patch
+def networks(self:KubeCluster) -> dict:
+    "The cluster's networks by cni-net data path: 'bridge', its own (the CNI bridge plugin: pods' eth0 on the cluster's bridge); with Multus, 'macvlan', a NetworkAttachmentDefinition's macvlan in bridge mode on that bridge (host-local addresses in 10.253.0.0/24, its state under the cluster's base)."
+    out = {'bridge': 'default'}
+    if self.multus:
+        out['macvlan'] = {'type': 'macvlan', 'master': self.bridge, 'mode': 'bridge',
+                          'ipam': {'type': 'host-local', 'subnet': '10.253.0.0/24', 'dataDir': f"{self.base}/cni/ipam-macvlan"}}
+    return out
+
+@patch
+def inventory(self:KubeCluster) -> dict:
+    "A testbed inventory for this cluster (`kubernetes:` section): its kubeconfig, runtime classes, imported images and networks."
+    rc = dict(self.runtime_classes)
+    why = {'kata': 'no Kata on this cluster: Kata Containers need hardware virtualization and are not installed by researchkit',
+           **({'runsc': self.gvisor_why} if self.gvisor_why else {})}
+    return {'name': f"kube-{self.run_id}", 'description': f"the single-node Kubernetes {KUBE_VERSION} cluster of run {self.run_id} on this machine",
+            'kubernetes': {'kubeconfig': self.kubeconfig, 'runtime_classes': rc, 'images': dict(self.images),
+                           'local_containerd': self.sock, 'unavailable': {k: v for k, v in why.items() if k not in rc},
+                           'cni': 'the CNI bridge plugin' + (" (through Multus)" if self.multus else ''), 'networks': self.networks()}}
+
+@patch
+def write_inventory(self:KubeCluster, path:str|os.PathLike|None=None) -> pathlib.Path:
+    "Write `inventory()` as YAML (default `<base>/testbed.yaml`, removed with the cluster); its path."
+    import yaml
+    p = pathlib.Path(path or f"{self.base}/testbed.yaml"); p.write_text(yaml.safe_dump(self.inventory(), sort_keys=False))
+    return p
+
+@patch
+def version(self:KubeCluster) -> dict:
+    "Versions for provenance: Kubernetes (the apiserver's), containerd, etcd, runsc handler."
+    from kubernetes.client import VersionApi
+    v = self._ask(lambda a: VersionApi(a).get_code(_request_timeout=10), 'reading the version') or {}
+    m = re.search(r'Version:\s*(\S+)', self.ctr('version', check=False).stdout.split('Server:')[-1])
+    e = re.search(r'etcd Version:\s*(\S+)', self.node.run('etcd --version', check=False).stdout)
+    return {'kubernetes': v.get('gitVersion'), 'containerd': m and m[1], 'etcd': e and e[1],
+            'gvisor': 'runsc (containerd-shim-runsc-v1)' if 'runsc' in self.runtime_classes else f"none: {self.gvisor_why}"}
+
+# --- stopping
+
+@patch
+def _teardown(self:KubeCluster):
+    subprocess.run(['sh', '-c', self.undo], timeout=120, capture_output=True)
+    for p in reversed(list(self.procs.values())): p.stop(grace=1)
+
+@patch
+def stop(self:KubeCluster):
+    "Stop everything, undo what the cluster did to the host; `left` then holds any difference from its footprint before `start`."
+    if self._api is not None: self._api.close(); self._api = None
+    if self._td is not None and self._own_td: self._td.close()
+    elif self.procs: self._teardown()
+    if self.before is not None:
+        for _ in range(20):
+            self.left = state_diff(self.before, self.footprint())
+            if not self.left: break
+            time.sleep(0.25)

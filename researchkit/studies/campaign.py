@@ -8,6 +8,7 @@ Docs: https://researchkit.github.io/researchkit/campaign.html.md"""
 from __future__ import annotations
 import atexit, sys, time, html, json, pathlib
 import polars as pl
+from fastcore.basics import patch
 from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, project_root, validate
 from ..claims import claims_markdown, evaluate
 from ..teardown import Teardown
@@ -164,302 +165,327 @@ class Campaign:
     def _need_measuring(self, what:str):
         if not self.measuring: raise ResearchkitError(f"{what}: this campaign only reads records (measure=False)")
 
-    def sweep(self, experiment:str,            # experiment name (a key of the study's plan)
-              points:list[dict],               # its points
-              measure,                         # (point, repetition) -> {metric: (value, unit)}
-              *, repetitions:int|None=None,    # default: the parameter `repetitions`
-              tools:dict|None=None,            # tool versions to add to provenance
-              shuffle:bool=False,              # each repetition in its own seeded random point order (`results.sweep.sweep`)
-              pair:tuple=(),                   # fields naming the arms a claim compares: they run back to back (`results.sweep.run_order`)
-              figure_only=None,                # point -> True for a point no claim reads (a figure's alone): it gets the first repetition only
-             ) -> SweepSummary:
-        "Measure every point (resuming: what this campaign recorded is skipped); the summary is kept in `summaries`."
-        self._need_measuring('sweep')
-        if figure_only is not None:   # every point once, then the points claims read to `repetitions`: the time goes where claims are
-            claimed = [p for p in points if not figure_only(p)]
-            if len(claimed) < len(points):
-                first = self.sweep(experiment, points, measure, repetitions=1, tools=tools, shuffle=shuffle, pair=pair)
-                if not claimed: return first
-                points = claimed
-        if self._t_first is None: self._t_first = time.perf_counter()
-        def timed(pt:dict, rep:int):   # what each point costs: a refinement round's estimate
-            t = time.perf_counter()
-            try: return measure(pt, rep)
-            finally:
-                k = (experiment, point_key(self.study.name, experiment, pt))
-                self._point_secs[k] = max(self._point_secs.get(k, 0.0), time.perf_counter() - t)
-        s = sweep(self.store, study=self.study.name, experiment=experiment, points=points,
-                  repetitions=repetitions or self.P['repetitions'], measure=timed, prov=self.live_provenance(tools),
-                  testbed=self.testbed.name, campaign=self.id, progress=self.progress, shuffle=shuffle, pair=pair)
-        self.summaries.append(s); print(s)
-        # a method may sweep an experiment in parts (runtimes-web interleaves its curves with the closed loop): adaptive rounds
-        # choose from every point swept so far, with the last part's callable
-        known = self._swept.get(experiment, ([],))[0]
-        seen = {point_key(self.study.name, experiment, p) for p in known}
-        self._swept[experiment] = (known + [p for p in points if point_key(self.study.name, experiment, p) not in seen], measure, (shuffle, pair))
-        return s
-
-    def done(self, experiment:str, point:dict, repetition:int=0) -> bool:
-        "Is this point recorded in this campaign already?"
-        return self.store.done(self.study.name, experiment, point, repetition, self.testbed.name, self.id)
-
-    def record(self, experiment:str, point:dict,
-               metrics:dict|None,         # {metric: (value, unit)}, or None with `reason`
-               *, repetition:int=0, note:str|None=None, reason:str|None=None,
-               tools:dict|None=None,      # tool versions to add to provenance (as `sweep`'s)
-              ) -> int:
-        "Record one measurement made outside a sweep (or, with `reason`, that it is not measurable here)."
-        self._need_measuring('record')
-        prov = self.provenance(tools)
-        if metrics is None: rows = not_measurable(self.study.name, experiment, point, reason or '', prov, repetition=repetition)
-        else:
-            rows = records(self.study.name, experiment, point, repetition, metrics, prov)
-            for r in rows: r['note'] = note
-        return self.store.append(rows)
-
-    def record_batch(self, experiment:str,
-                     items,   # (point, repetition, {metric: (value, unit)}) per measurement, e.g. one per sample of a time series
-                    ) -> int:
-        "Record many measurements made together (a series sampled during a point: one row each) with one provenance; the rows written."
-        self._need_measuring('record_batch')
-        prov = self.provenance()
-        rows = [r for pt, rep, metrics in items for r in records(self.study.name, experiment, pt, rep, metrics, prov)]
-        return self.store.append(rows) if rows else 0
-
-    def not_measurable(self, points:dict[str, list[dict]],   # experiment -> its points (a study's plan)
-                       why:str,                               # the measured reason (what the testbed cannot give)
-                       *, tools:dict|None=None,
-                      ) -> list[SweepSummary]:
-        "Record every point of `points` as not measurable here, with `why`, once (as sweeps: resuming skips what is recorded); for a method whose testbed cannot give what it needs."
-        def unavailable(experiment):
-            def measure(pt, rep): raise NotMeasurable(experiment, why)
-            return measure
-        return [self.sweep(exp, pts, unavailable(exp), repetitions=1, tools=tools) for exp, pts in points.items() if pts]
-
-    # ---- the run -----------------------------------------------------------------------------
-    def measure(self) -> list[SweepSummary]:
-        "Run the study's method on this campaign, then mark the campaign complete; with measure=False, nothing."
-        if not self.measuring:
-            print(f"measure=False: nothing measured; reading {self._where()}"); return []
-        self._t0 = t0 = time.perf_counter()
-        try:
-            self.study.measure(self, self.P)
-            self.adapt()
-        finally:
-            self.measured_s += time.perf_counter() - t0
-            try: self.teardown.close()   # raises a Ctrl-C that landed during it again, after every step ran
-            finally:
-                # this process's measuring wall time (from its first sweep) and its setup before it (images, builds), kept
-                # even when the run fails or is interrupted; a resumed campaign adds its own
-                setup = (self._t_first - t0) if self._t_first is not None else time.perf_counter() - t0
-                end = time.perf_counter()
-                try: self.store.append(self._run_rows(end - t0 - setup, setup))
-                except Exception as e:   # never let the bookkeeping hide why the method failed
-                    print(f"researchkit: the wall time of this run was not recorded: {type(e).__name__}: {e}", file=sys.stderr)
-        self.store.append(campaign_complete(self.study.name, self.provenance()))  # the next run starts a new campaign
-        return self.summaries
-
-    def _run_rows(self, wall:float, setup:float) -> list[dict]:
-        "This process's rows of the campaign: its measuring wall time and setup, and (a custom run) the parameters it set otherwise than its profile, as JSON in the note."
-        extra = {'custom_fields': (float(len(self.custom)), 'parameters set otherwise than the profile file (their values: the note)')} if self.custom else {}
-        rows = records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (wall, 's'), 'setup_s': (setup, 's'), **extra}, self.provenance())
-        for r in rows:
-            if r['metric'] == 'custom_fields': r['note'] = json.dumps(self.custom, sort_keys=True, default=str)
-        return rows
-
-    def adapt(self) -> list[str]:
-        """Adaptive rounds, while a claim is inconclusive: first **refinement** — where the grid's resolution alone leaves a verdict
-        open (`Verdict.finer`), the points between the grid's values that would narrow it, each at every repetition its curve has
-        (marked `'refine': True`; one point at a time, all its repetitions in a row) — then **repetitions**: the points a claim with
-        `needs` depends on, as many more times as the cheapest open claim's `needed` asks (within the budget) — until every such claim is decided, the points reach `max_repetitions`, or the next round would
-        end past `budget_min` (a refinement's cost is its neighbours' on the curve: the longest each took). Refinement goes claim by
-        claim, in order, as far as the budget takes it. Each round and each stop are recorded with their reason (experiment
-        'adaptive'); returns the reasons."""
-        self._need_measuring('adapt')
-        maxr, budget = self.P.get('max_repetitions'), self.P.get('budget_min')
-        if not maxr: return []
-        claims, log, rnd, refined, told = [c for c in self.study.claims() if c.needs], [], 0, 0, set()
-        last = None   # (points, seconds) of the last repetition round: the points an undecided claim needs are rarely the average ones
-        t0 = self._t0 if self._t0 is not None else time.perf_counter()
-        spent = lambda: time.perf_counter() - (self._t_first or t0)   # the budget counts measuring, not setup
-        def note(point, metrics, text):
-            log.append(text); print(f"adaptive: {text}")
-            self.record('adaptive', point, metrics, note=text)
-        while True:
-            table = evaluate(claims, self.records())
-            undecided = table.filter(pl.col('status') == 'inconclusive')
-            if undecided.is_empty():
-                note({'round': rnd, 'stop': 'decided'}, {'rounds': (rnd, 'count')}, 'stopped: every claim with repetitions to add is decided'); break
-            coarse, allowed = undecided.filter(pl.col('finer').is_not_null()), self.P.get('refine_claims')
-            held = [] if allowed is None else [i for i in coarse['id'] if i not in allowed]
-            mine = coarse.filter(~pl.col('id').is_in(held))
-            todo, skipped = self._finer_within(mine, None if budget is None else budget * 60 - spent()) if refined < REFINE_ROUNDS else ([], [])
-            if held and 'held' not in told:
-                told.add('held')
-                note({'round': rnd, 'refine': True, 'skip': 'refine_claims'}, {'claims': (len(held), 'count')},
-                     f"claim{'s' if len(held) > 1 else ''} {', '.join(held)}: open for the grid's resolution, not refined (refine_claims: {', '.join(allowed)})")
-            for cid, cost in skipped:
-                if cid in told: continue
-                told.add(cid)
-                note({'round': rnd, 'refine': True, 'skip': cid}, {'estimated_s': (cost, 's')},
-                     f"claim {cid}: its points between the grid's (~{cost:.0f} s) would end past the budget ({spent() / 60:.1f} of {budget:g} min spent): not refined")
-            if todo:
-                rnd, refined = rnd + 1, refined + 1
-                cost = sum(c for *_, c in todo)
-                note({'round': rnd, 'refine': True}, {'points': (len(todo), 'count'), 'estimated_s': (cost, 's')},
-                     f"round {rnd}: between the grid's values, for claim{'s' if len({t[0] for t in todo}) > 1 else ''} "
-                     + '; '.join(f"{cid}: {why}: {', '.join(f'{k} {v:g}' for k, v in s.items())} ({n} repetitions)" for cid, e, p, n, why, s, _ in todo))
-                for cid, e, p, n, why, s, _ in todo:   # one point at a time, its repetitions in a row: one server for them
-                    _, fn, _ = self._swept[e]
-                    self.sweep(e, [p], fn, repetitions=n)
-                continue
-            hopeless = undecided.filter(pl.col('needed').is_null() | (pl.col('needed') > maxr))
-            if hopeless.height and 'hopeless' not in told:
-                told.add('hopeless')
-                note({'round': rnd, 'skip': 'hopeless'}, {'claims': (hopeless.height, 'count')},
-                     'not repeated (the interval would not close within max_repetitions): '
-                     + '; '.join(f"{r['id']} needs ~{r['needed'] or '∞'}" for r in hopeless.iter_rows(named=True)))
-            undecided = undecided.filter(pl.col('needed').is_not_null() & (pl.col('needed') <= maxr))
-            if undecided.is_empty():
-                note({'round': rnd, 'stop': 'undecidable'}, {'rounds': (rnd, 'count')},
-                     f"stopped: the claims still undecided would need more than {maxr} repetitions (max_repetitions)"); break
-            ids = undecided['id'].to_list()
-            todo = self._points_for([c for c in claims if c.id in ids], maxr)
-            if not todo:
-                note({'round': rnd, 'stop': 'max_repetitions'}, {'rounds': (rnd, 'count')},
-                     f"stopped: claims {', '.join(ids)} still undecided but their points have {maxr} repetitions (max_repetitions)"); break
-            n_todo = sum(len(ps) for ps in todo.values())
-            # a round's cost: what the previous round took per point, else what each of these points took when swept (a mean over
-            # the experiment's points counted the instant not-measurable ones: cni-net's MPI round was estimated at 51 s and took 97)
-            per_rep = (last[1] / last[0] * n_todo if last else
-                       sum(self._point_secs.get((e, point_key(self.study.name, e, p)), self._point_s(e)) for e, ps in todo.items() for p, _ in ps))
-            # every look costs interval width (`claims.level_at`), so a round goes as far as the cheapest open claim's `needed`
-            # (solved at that count and the next look's level), not one repetition at a time; the budget caps it
-            have = min(r for ps in todo.values() for _, r in ps)
-            k = min(maxr, max(have + 1, int(undecided['needed'].min()))) - have
-            if budget is not None: k = min(k, int((budget * 60 - spent()) // max(per_rep, 1e-9)))
-            cost = per_rep * max(k, 1)
-            if k < 1:
-                note({'round': rnd, 'stop': 'budget'}, {'rounds': (rnd, 'count'), 'spent_s': (spent(), 's')},
-                     f"stopped: claims {', '.join(ids)} still undecided; the next round (~{cost:.0f} s) would end past the budget "
-                     f"({spent() / 60:.1f} of {budget:g} min spent)"); break
-            rnd += 1
-            why = '; '.join(f"{r['id']}: {r['reason']}" for r in undecided.iter_rows(named=True))
-            note({'round': rnd}, {'points': (n_todo, 'count'), 'added': (k, 'count'), 'estimated_s': (cost, 's')},
-                 f"round {rnd}: +{k} repetition{'s' if k > 1 else ''} of {n_todo} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
-            t_round = time.perf_counter()
-            for e, ps in todo.items():
-                points, fn, (shuffled, pair) = self._swept[e]
-                self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + k, shuffle=shuffled, pair=pair)
-            last = (n_todo * k, time.perf_counter() - t_round)
-        return log
-
-    def _finer_within(self, undecided:pl.DataFrame, left_s:float|None) -> tuple[list, list]:
-        """The `Finer` points of the claims in `undecided` (rows of the claims table) not yet measured at every repetition of their curve, claim by claim while their cost
-        fits `left_s` (None: no budget): ([(claim id, experiment, point, repetitions, why, set, seconds)], [(claim id, seconds) of the
-        claims that did not fit]). A point is a swept point of the curve with the `Finer`'s values and `'refine': True`; its cost,
-        the longest one measurement of its neighbours on the curve took in this process (else the experiment's mean), per repetition."""
-        df, out, skipped, taken = self.records(), [], [], set()
-        for r in undecided.filter(pl.col('finer').is_not_null()).iter_rows(named=True):
-            mine = []
-            for e, match, set_, why in json.loads(r['finer']):
-                if e not in self._swept: continue
-                curve = [p for p in self._swept[e][0] if _matches(e, p, match)]
-                base = next((p for p in curve if not p.get('refine')), None)
-                if base is None or any(all(p.get(k) == v for k, v in set_.items()) for p in curve if not p.get('refine')): continue
-                p = {**base, **set_, 'refine': True}
-                key = point_key(self.study.name, e, p)
-                if key in taken: continue
-                keys = {point_key(self.study.name, e, q) for q in curve}
-                n = (df.filter((pl.col('experiment') == e) & pl.col('point_key').is_in(list(keys)))['repetition'].max() or 0) + 1 if df.height else 1
-                missing = sum(not self.done(e, p, rep) for rep in range(n))
-                if not missing: continue
-                mine.append((r['id'], e, p, n, why, set_, missing * self._neighbour_s(e, curve, set_)))
-            cost = sum(m[-1] for m in mine)
-            if not mine: continue
-            if left_s is not None and cost > left_s: skipped.append((r['id'], cost)); continue
-            out += mine; taken |= {point_key(self.study.name, m[1], m[2]) for m in mine}
-            if left_s is not None: left_s -= cost
-        return out, skipped
-
-    def _neighbour_s(self, experiment:str, curve:list[dict], set_:dict) -> float:
-        "Seconds one measurement of a point between `curve`'s values takes: the longest of its two neighbours along each field of `set_` (else the experiment's mean)."
-        secs = []
-        for k, v in set_.items():
-            xs = [p for p in curve if isinstance(p.get(k), (int, float)) and not p.get('refine')]
-            lo = max((p for p in xs if p[k] < v), key=lambda p: p[k], default=None)
-            hi = min((p for p in xs if p[k] > v), key=lambda p: p[k], default=None)
-            secs += [self._point_secs.get((experiment, point_key(self.study.name, experiment, p))) for p in (lo, hi) if p is not None]
-        secs = [s for s in secs if s is not None]
-        return max(secs) if secs else self._point_s(experiment)
-
-    def _points_for(self, claims, maxr:int) -> dict[str, list]:
-        "experiment -> [(point, repetitions recorded)] of the swept points the claims need and that have fewer than `maxr` repetitions."
-        df = self.records()
-        have = ({} if df.is_empty() else
-                {(r['experiment'], r['point_key']): r['n'] for r in df.group_by('experiment', 'point_key').agg(pl.col('repetition').n_unique().alias('n')).iter_rows(named=True)})
-        out = {}
-        for e, (points, *_) in self._swept.items():
-            for p in points:
-                if not any(_matches(e, p, f) for c in claims for f in c.needs): continue
-                n = have.get((e, point_key(self.study.name, e, p)), 0)
-                if n < maxr: out.setdefault(e, []).append((p, n))
-        return out
-
-    def _point_s(self, experiment:str) -> float:
-        "Mean seconds one point of `experiment` took in this process's sweeps (measure time plus its share of the harness)."
-        ss = [s for s in self.summaries if s.experiment == experiment and (s.measured + s.not_measurable)]
-        return sum(s.wall_s for s in ss) / max(sum(s.measured + s.not_measurable for s in ss), 1) if ss else 1.0
-
-    def records(self) -> pl.DataFrame:
-        "This campaign's records; when only reading and no campaign was named, the latest finished one of this profile."
-        if self.measuring or self.id is not None: return self.store.campaign_records(self.study.name, self.id)
-        return self.store.campaign_records(self.study.name, profile=self.profile)
-
-    def claims(self, df:pl.DataFrame|None=None) -> pl.DataFrame:
-        "The claims table (`claims.evaluate`) of the records."
-        return evaluate(self.study.claims(), self.records() if df is None else df)
-
-    def claims_markdown(self, df:pl.DataFrame|None=None) -> str:
-        return claims_markdown(self.claims(df))
-
-    def notes_markdown(self, df:pl.DataFrame|None=None, other:pl.DataFrame|None=None) -> str:
-        "The study's own report tables (`contract.study_notes`: with `other`, another campaign's records, also what the two decide together, where the study reads it)."
-        return '\n'.join(study_notes(self.study, self.records() if df is None else df, other))
-
-    def figures(self, df:pl.DataFrame|None=None) -> list[pathlib.Path]:
-        "Draw the study's figures from the records into `<figures_dir>/<study>/`; returns the paths."
-        return [pathlib.Path(p) for p in self.study.figures(self.records() if df is None else df, self.figures_dir/self.study.name)]
-
-    def show_figures(self, df:pl.DataFrame|None=None) -> list[pathlib.Path]:
-        "`figures()`, displayed in the notebook (SVG where there is one, else PNG: the stored outputs keep the SVG, so the notebook shows its figures wherever it is opened), each under a line naming it and the campaign it shows."
-        from IPython.display import display, Image, SVG, Markdown
-        df = self.records() if df is None else df
-        camps = ', '.join(sorted(df['campaign'].unique().to_list())) if df.height and 'campaign' in df.columns else 'none'
-        paths = self.figures(df)
-        for stem in dict.fromkeys(p.with_suffix('') for p in paths if p.suffix in ('.svg', '.png')):   # each figure once, in order
-            display(Markdown(f"`{stem.name}` — campaign {camps}"))   # (a print would merge with the cell's other text, away from its figure)
-            svg = stem.with_suffix('.svg')
-            display(SVG(filename=str(svg)) if svg.exists() else Image(filename=str(stem.with_suffix('.png'))))
-        return paths
-
-    def close(self):
-        "Tear down what the run created and close the testbed (idempotent; also at exit)."
-        if self._closed: return
-        self._closed = True
-        try: self.teardown.close()
-        finally:
-            try: self._keep.close()
-            finally: self.testbed.close()
-
-    def _where(self) -> str:
-        root = project_root()
-        rel = lambda p: str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
-        return f"records {rel(self.results_dir)}/, figures {rel(self.figures_dir)}/"
-
     def __repr__(self):
         what = (f"campaign {self.id} ({'resumed: recorded points are skipped' if self.resumed else 'new'})" if self.measuring
                 else f"reading campaign {self.id or f'(latest finished, profile {self.profile})'}")
         return f"{self.study.name}: {what} on testbed {self.testbed.name}, profile {self.profile}, run {self.run_id}; {self._where()}"
 
-    def _repr_html_(self): return f"<b>Campaign</b> {html.escape(repr(self))}"
+# %% ../../nbs/59_campaign.ipynb #c008p1
+@patch
+def sweep(self:Campaign, experiment:str,            # experiment name (a key of the study's plan)
+          points:list[dict],               # its points
+          measure,                         # (point, repetition) -> {metric: (value, unit)}
+          *, repetitions:int|None=None,    # default: the parameter `repetitions`
+          tools:dict|None=None,            # tool versions to add to provenance
+          shuffle:bool=False,              # each repetition in its own seeded random point order (`results.sweep.sweep`)
+          pair:tuple=(),                   # fields naming the arms a claim compares: they run back to back (`results.sweep.run_order`)
+          figure_only=None,                # point -> True for a point no claim reads (a figure's alone): it gets the first repetition only
+         ) -> SweepSummary:
+    "Measure every point (resuming: what this campaign recorded is skipped); the summary is kept in `summaries`."
+    self._need_measuring('sweep')
+    if figure_only is not None:   # every point once, then the points claims read to `repetitions`: the time goes where claims are
+        claimed = [p for p in points if not figure_only(p)]
+        if len(claimed) < len(points):
+            first = self.sweep(experiment, points, measure, repetitions=1, tools=tools, shuffle=shuffle, pair=pair)
+            if not claimed: return first
+            points = claimed
+    if self._t_first is None: self._t_first = time.perf_counter()
+    def timed(pt:dict, rep:int):   # what each point costs: a refinement round's estimate
+        t = time.perf_counter()
+        try: return measure(pt, rep)
+        finally:
+            k = (experiment, point_key(self.study.name, experiment, pt))
+            self._point_secs[k] = max(self._point_secs.get(k, 0.0), time.perf_counter() - t)
+    s = sweep(self.store, study=self.study.name, experiment=experiment, points=points,
+              repetitions=repetitions or self.P['repetitions'], measure=timed, prov=self.live_provenance(tools),
+              testbed=self.testbed.name, campaign=self.id, progress=self.progress, shuffle=shuffle, pair=pair)
+    self.summaries.append(s); print(s)
+    # a method may sweep an experiment in parts (runtimes-web interleaves its curves with the closed loop): adaptive rounds
+    # choose from every point swept so far, with the last part's callable
+    known = self._swept.get(experiment, ([],))[0]
+    seen = {point_key(self.study.name, experiment, p) for p in known}
+    self._swept[experiment] = (known + [p for p in points if point_key(self.study.name, experiment, p) not in seen], measure, (shuffle, pair))
+    return s
+
+@patch
+def done(self:Campaign, experiment:str, point:dict, repetition:int=0) -> bool:
+    "Is this point recorded in this campaign already?"
+    return self.store.done(self.study.name, experiment, point, repetition, self.testbed.name, self.id)
+
+@patch
+def record(self:Campaign, experiment:str, point:dict,
+           metrics:dict|None,         # {metric: (value, unit)}, or None with `reason`
+           *, repetition:int=0, note:str|None=None, reason:str|None=None,
+           tools:dict|None=None,      # tool versions to add to provenance (as `sweep`'s)
+          ) -> int:
+    "Record one measurement made outside a sweep (or, with `reason`, that it is not measurable here)."
+    self._need_measuring('record')
+    prov = self.provenance(tools)
+    if metrics is None: rows = not_measurable(self.study.name, experiment, point, reason or '', prov, repetition=repetition)
+    else:
+        rows = records(self.study.name, experiment, point, repetition, metrics, prov)
+        for r in rows: r['note'] = note
+    return self.store.append(rows)
+
+@patch
+def record_batch(self:Campaign, experiment:str,
+                 items,   # (point, repetition, {metric: (value, unit)}) per measurement, e.g. one per sample of a time series
+                ) -> int:
+    "Record many measurements made together (a series sampled during a point: one row each) with one provenance; the rows written."
+    self._need_measuring('record_batch')
+    prov = self.provenance()
+    rows = [r for pt, rep, metrics in items for r in records(self.study.name, experiment, pt, rep, metrics, prov)]
+    return self.store.append(rows) if rows else 0
+
+@patch
+def not_measurable(self:Campaign, points:dict[str, list[dict]],   # experiment -> its points (a study's plan)
+                   why:str,                               # the measured reason (what the testbed cannot give)
+                   *, tools:dict|None=None,
+                  ) -> list[SweepSummary]:
+    "Record every point of `points` as not measurable here, with `why`, once (as sweeps: resuming skips what is recorded); for a method whose testbed cannot give what it needs."
+    def unavailable(experiment):
+        def measure(pt, rep): raise NotMeasurable(experiment, why)
+        return measure
+    return [self.sweep(exp, pts, unavailable(exp), repetitions=1, tools=tools) for exp, pts in points.items() if pts]
+
+# ---- the run -----------------------------------------------------------------------------
+
+@patch
+def measure(self:Campaign) -> list[SweepSummary]:
+    "Run the study's method on this campaign, then mark the campaign complete; with measure=False, nothing."
+    if not self.measuring:
+        print(f"measure=False: nothing measured; reading {self._where()}"); return []
+    self._t0 = t0 = time.perf_counter()
+    try:
+        self.study.measure(self, self.P)
+        self.adapt()
+    finally:
+        self.measured_s += time.perf_counter() - t0
+        try: self.teardown.close()   # raises a Ctrl-C that landed during it again, after every step ran
+        finally:
+            # this process's measuring wall time (from its first sweep) and its setup before it (images, builds), kept
+            # even when the run fails or is interrupted; a resumed campaign adds its own
+            setup = (self._t_first - t0) if self._t_first is not None else time.perf_counter() - t0
+            end = time.perf_counter()
+            try: self.store.append(self._run_rows(end - t0 - setup, setup))
+            except Exception as e:   # never let the bookkeeping hide why the method failed
+                print(f"researchkit: the wall time of this run was not recorded: {type(e).__name__}: {e}", file=sys.stderr)
+    self.store.append(campaign_complete(self.study.name, self.provenance()))  # the next run starts a new campaign
+    return self.summaries
+
+@patch
+def _run_rows(self:Campaign, wall:float, setup:float) -> list[dict]:
+    "This process's rows of the campaign: its measuring wall time and setup, and (a custom run) the parameters it set otherwise than its profile, as JSON in the note."
+    extra = {'custom_fields': (float(len(self.custom)), 'parameters set otherwise than the profile file (their values: the note)')} if self.custom else {}
+    rows = records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (wall, 's'), 'setup_s': (setup, 's'), **extra}, self.provenance())
+    for r in rows:
+        if r['metric'] == 'custom_fields': r['note'] = json.dumps(self.custom, sort_keys=True, default=str)
+    return rows
+
+# %% ../../nbs/59_campaign.ipynb #c008p2
+@patch
+def adapt(self:Campaign) -> list[str]:
+    """Adaptive rounds, while a claim is inconclusive: first **refinement** — where the grid's resolution alone leaves a verdict
+    open (`Verdict.finer`), the points between the grid's values that would narrow it, each at every repetition its curve has
+    (marked `'refine': True`; one point at a time, all its repetitions in a row) — then **repetitions**: the points a claim with
+    `needs` depends on, as many more times as the cheapest open claim's `needed` asks (within the budget) — until every such claim is decided, the points reach `max_repetitions`, or the next round would
+    end past `budget_min` (a refinement's cost is its neighbours' on the curve: the longest each took). Refinement goes claim by
+    claim, in order, as far as the budget takes it. Each round and each stop are recorded with their reason (experiment
+    'adaptive'); returns the reasons."""
+    self._need_measuring('adapt')
+    maxr, budget = self.P.get('max_repetitions'), self.P.get('budget_min')
+    if not maxr: return []
+    claims, log, rnd, refined, told = [c for c in self.study.claims() if c.needs], [], 0, 0, set()
+    last = None   # (points, seconds) of the last repetition round: the points an undecided claim needs are rarely the average ones
+    t0 = self._t0 if self._t0 is not None else time.perf_counter()
+    spent = lambda: time.perf_counter() - (self._t_first or t0)   # the budget counts measuring, not setup
+    def note(point, metrics, text):
+        log.append(text); print(f"adaptive: {text}")
+        self.record('adaptive', point, metrics, note=text)
+    while True:
+        table = evaluate(claims, self.records())
+        undecided = table.filter(pl.col('status') == 'inconclusive')
+        if undecided.is_empty():
+            note({'round': rnd, 'stop': 'decided'}, {'rounds': (rnd, 'count')}, 'stopped: every claim with repetitions to add is decided'); break
+        coarse, allowed = undecided.filter(pl.col('finer').is_not_null()), self.P.get('refine_claims')
+        held = [] if allowed is None else [i for i in coarse['id'] if i not in allowed]
+        mine = coarse.filter(~pl.col('id').is_in(held))
+        todo, skipped = self._finer_within(mine, None if budget is None else budget * 60 - spent()) if refined < REFINE_ROUNDS else ([], [])
+        if held and 'held' not in told:
+            told.add('held')
+            note({'round': rnd, 'refine': True, 'skip': 'refine_claims'}, {'claims': (len(held), 'count')},
+                 f"claim{'s' if len(held) > 1 else ''} {', '.join(held)}: open for the grid's resolution, not refined (refine_claims: {', '.join(allowed)})")
+        for cid, cost in skipped:
+            if cid in told: continue
+            told.add(cid)
+            note({'round': rnd, 'refine': True, 'skip': cid}, {'estimated_s': (cost, 's')},
+                 f"claim {cid}: its points between the grid's (~{cost:.0f} s) would end past the budget ({spent() / 60:.1f} of {budget:g} min spent): not refined")
+        if todo:
+            rnd, refined = rnd + 1, refined + 1
+            cost = sum(c for *_, c in todo)
+            note({'round': rnd, 'refine': True}, {'points': (len(todo), 'count'), 'estimated_s': (cost, 's')},
+                 f"round {rnd}: between the grid's values, for claim{'s' if len({t[0] for t in todo}) > 1 else ''} "
+                 + '; '.join(f"{cid}: {why}: {', '.join(f'{k} {v:g}' for k, v in s.items())} ({n} repetitions)" for cid, e, p, n, why, s, _ in todo))
+            for cid, e, p, n, why, s, _ in todo:   # one point at a time, its repetitions in a row: one server for them
+                _, fn, _ = self._swept[e]
+                self.sweep(e, [p], fn, repetitions=n)
+            continue
+        hopeless = undecided.filter(pl.col('needed').is_null() | (pl.col('needed') > maxr))
+        if hopeless.height and 'hopeless' not in told:
+            told.add('hopeless')
+            note({'round': rnd, 'skip': 'hopeless'}, {'claims': (hopeless.height, 'count')},
+                 'not repeated (the interval would not close within max_repetitions): '
+                 + '; '.join(f"{r['id']} needs ~{r['needed'] or '∞'}" for r in hopeless.iter_rows(named=True)))
+        undecided = undecided.filter(pl.col('needed').is_not_null() & (pl.col('needed') <= maxr))
+        if undecided.is_empty():
+            note({'round': rnd, 'stop': 'undecidable'}, {'rounds': (rnd, 'count')},
+                 f"stopped: the claims still undecided would need more than {maxr} repetitions (max_repetitions)"); break
+        ids = undecided['id'].to_list()
+        todo = self._points_for([c for c in claims if c.id in ids], maxr)
+        if not todo:
+            note({'round': rnd, 'stop': 'max_repetitions'}, {'rounds': (rnd, 'count')},
+                 f"stopped: claims {', '.join(ids)} still undecided but their points have {maxr} repetitions (max_repetitions)"); break
+        n_todo = sum(len(ps) for ps in todo.values())
+        # a round's cost: what the previous round took per point, else what each of these points took when swept (a mean over
+        # the experiment's points counted the instant not-measurable ones: cni-net's MPI round was estimated at 51 s and took 97)
+        per_rep = (last[1] / last[0] * n_todo if last else
+                   sum(self._point_secs.get((e, point_key(self.study.name, e, p)), self._point_s(e)) for e, ps in todo.items() for p, _ in ps))
+        # every look costs interval width (`claims.level_at`), so a round goes as far as the cheapest open claim's `needed`
+        # (solved at that count and the next look's level), not one repetition at a time; the budget caps it
+        have = min(r for ps in todo.values() for _, r in ps)
+        k = min(maxr, max(have + 1, int(undecided['needed'].min()))) - have
+        if budget is not None: k = min(k, int((budget * 60 - spent()) // max(per_rep, 1e-9)))
+        cost = per_rep * max(k, 1)
+        if k < 1:
+            note({'round': rnd, 'stop': 'budget'}, {'rounds': (rnd, 'count'), 'spent_s': (spent(), 's')},
+                 f"stopped: claims {', '.join(ids)} still undecided; the next round (~{cost:.0f} s) would end past the budget "
+                 f"({spent() / 60:.1f} of {budget:g} min spent)"); break
+        rnd += 1
+        why = '; '.join(f"{r['id']}: {r['reason']}" for r in undecided.iter_rows(named=True))
+        note({'round': rnd}, {'points': (n_todo, 'count'), 'added': (k, 'count'), 'estimated_s': (cost, 's')},
+             f"round {rnd}: +{k} repetition{'s' if k > 1 else ''} of {n_todo} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
+        t_round = time.perf_counter()
+        for e, ps in todo.items():
+            points, fn, (shuffled, pair) = self._swept[e]
+            self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + k, shuffle=shuffled, pair=pair)
+        last = (n_todo * k, time.perf_counter() - t_round)
+    return log
+
+@patch
+def _finer_within(self:Campaign, undecided:pl.DataFrame, left_s:float|None) -> tuple[list, list]:
+    """The `Finer` points of the claims in `undecided` (rows of the claims table) not yet measured at every repetition of their curve, claim by claim while their cost
+    fits `left_s` (None: no budget): ([(claim id, experiment, point, repetitions, why, set, seconds)], [(claim id, seconds) of the
+    claims that did not fit]). A point is a swept point of the curve with the `Finer`'s values and `'refine': True`; its cost,
+    the longest one measurement of its neighbours on the curve took in this process (else the experiment's mean), per repetition."""
+    df, out, skipped, taken = self.records(), [], [], set()
+    for r in undecided.filter(pl.col('finer').is_not_null()).iter_rows(named=True):
+        mine = []
+        for e, match, set_, why in json.loads(r['finer']):
+            if e not in self._swept: continue
+            curve = [p for p in self._swept[e][0] if _matches(e, p, match)]
+            base = next((p for p in curve if not p.get('refine')), None)
+            if base is None or any(all(p.get(k) == v for k, v in set_.items()) for p in curve if not p.get('refine')): continue
+            p = {**base, **set_, 'refine': True}
+            key = point_key(self.study.name, e, p)
+            if key in taken: continue
+            keys = {point_key(self.study.name, e, q) for q in curve}
+            n = (df.filter((pl.col('experiment') == e) & pl.col('point_key').is_in(list(keys)))['repetition'].max() or 0) + 1 if df.height else 1
+            missing = sum(not self.done(e, p, rep) for rep in range(n))
+            if not missing: continue
+            mine.append((r['id'], e, p, n, why, set_, missing * self._neighbour_s(e, curve, set_)))
+        cost = sum(m[-1] for m in mine)
+        if not mine: continue
+        if left_s is not None and cost > left_s: skipped.append((r['id'], cost)); continue
+        out += mine; taken |= {point_key(self.study.name, m[1], m[2]) for m in mine}
+        if left_s is not None: left_s -= cost
+    return out, skipped
+
+# %% ../../nbs/59_campaign.ipynb #c008p3
+@patch
+def _neighbour_s(self:Campaign, experiment:str, curve:list[dict], set_:dict) -> float:
+    "Seconds one measurement of a point between `curve`'s values takes: the longest of its two neighbours along each field of `set_` (else the experiment's mean)."
+    secs = []
+    for k, v in set_.items():
+        xs = [p for p in curve if isinstance(p.get(k), (int, float)) and not p.get('refine')]
+        lo = max((p for p in xs if p[k] < v), key=lambda p: p[k], default=None)
+        hi = min((p for p in xs if p[k] > v), key=lambda p: p[k], default=None)
+        secs += [self._point_secs.get((experiment, point_key(self.study.name, experiment, p))) for p in (lo, hi) if p is not None]
+    secs = [s for s in secs if s is not None]
+    return max(secs) if secs else self._point_s(experiment)
+
+@patch
+def _points_for(self:Campaign, claims, maxr:int) -> dict[str, list]:
+    "experiment -> [(point, repetitions recorded)] of the swept points the claims need and that have fewer than `maxr` repetitions."
+    df = self.records()
+    have = ({} if df.is_empty() else
+            {(r['experiment'], r['point_key']): r['n'] for r in df.group_by('experiment', 'point_key').agg(pl.col('repetition').n_unique().alias('n')).iter_rows(named=True)})
+    out = {}
+    for e, (points, *_) in self._swept.items():
+        for p in points:
+            if not any(_matches(e, p, f) for c in claims for f in c.needs): continue
+            n = have.get((e, point_key(self.study.name, e, p)), 0)
+            if n < maxr: out.setdefault(e, []).append((p, n))
+    return out
+
+@patch
+def _point_s(self:Campaign, experiment:str) -> float:
+    "Mean seconds one point of `experiment` took in this process's sweeps (measure time plus its share of the harness)."
+    ss = [s for s in self.summaries if s.experiment == experiment and (s.measured + s.not_measurable)]
+    return sum(s.wall_s for s in ss) / max(sum(s.measured + s.not_measurable for s in ss), 1) if ss else 1.0
+
+@patch
+def records(self:Campaign) -> pl.DataFrame:
+    "This campaign's records; when only reading and no campaign was named, the latest finished one of this profile."
+    if self.measuring or self.id is not None: return self.store.campaign_records(self.study.name, self.id)
+    return self.store.campaign_records(self.study.name, profile=self.profile)
+
+@patch
+def claims(self:Campaign, df:pl.DataFrame|None=None) -> pl.DataFrame:
+    "The claims table (`claims.evaluate`) of the records."
+    return evaluate(self.study.claims(), self.records() if df is None else df)
+
+@patch
+def claims_markdown(self:Campaign, df:pl.DataFrame|None=None) -> str:
+    return claims_markdown(self.claims(df))
+
+@patch
+def notes_markdown(self:Campaign, df:pl.DataFrame|None=None, other:pl.DataFrame|None=None) -> str:
+    "The study's own report tables (`contract.study_notes`: with `other`, another campaign's records, also what the two decide together, where the study reads it)."
+    return '\n'.join(study_notes(self.study, self.records() if df is None else df, other))
+
+@patch
+def figures(self:Campaign, df:pl.DataFrame|None=None) -> list[pathlib.Path]:
+    "Draw the study's figures from the records into `<figures_dir>/<study>/`; returns the paths."
+    return [pathlib.Path(p) for p in self.study.figures(self.records() if df is None else df, self.figures_dir/self.study.name)]
+
+@patch
+def show_figures(self:Campaign, df:pl.DataFrame|None=None) -> list[pathlib.Path]:
+    "`figures()`, displayed in the notebook (SVG where there is one, else PNG: the stored outputs keep the SVG, so the notebook shows its figures wherever it is opened), each under a line naming it and the campaign it shows."
+    from IPython.display import display, Image, SVG, Markdown
+    df = self.records() if df is None else df
+    camps = ', '.join(sorted(df['campaign'].unique().to_list())) if df.height and 'campaign' in df.columns else 'none'
+    paths = self.figures(df)
+    for stem in dict.fromkeys(p.with_suffix('') for p in paths if p.suffix in ('.svg', '.png')):   # each figure once, in order
+        display(Markdown(f"`{stem.name}` — campaign {camps}"))   # (a print would merge with the cell's other text, away from its figure)
+        svg = stem.with_suffix('.svg')
+        display(SVG(filename=str(svg)) if svg.exists() else Image(filename=str(stem.with_suffix('.png'))))
+    return paths
+
+@patch
+def close(self:Campaign):
+    "Tear down what the run created and close the testbed (idempotent; also at exit)."
+    if self._closed: return
+    self._closed = True
+    try: self.teardown.close()
+    finally:
+        try: self._keep.close()
+        finally: self.testbed.close()
+
+@patch
+def _where(self:Campaign) -> str:
+    root = project_root()
+    rel = lambda p: str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
+    return f"records {rel(self.results_dir)}/, figures {rel(self.figures_dir)}/"
+
+@patch
+def _repr_html_(self:Campaign): return f"<b>Campaign</b> {html.escape(repr(self))}"

@@ -21,10 +21,11 @@ from ..workloads.mpi import mpi_alltoall
 from ..workloads.sockperf import sockperf_pingpong, sockperf_server
 
 # %% auto #0
-__all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'SCENARIOS', 'SCHEMA', 'TABLE3', 'SAME', 'DIFF', 'OTHER_PATHS',
-           'BRIDGED_ON_ONE_HOST', 'TPUT_MIN_N', 'PAIRED', 'FIGURE_ONLY', 'study', 'plan', 'vm_hosts', 'tool_versions',
-           'measure_fn', 'datapath_labels', 'build_inventory', 'variants', 'is_stand_in', 'alike_on_one_host', 'claims',
-           'datapath_inventory', 'measure', 'preflight', 'sweep_order', 'figures', 'notes', 'mpi_table']
+__all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'SCENARIOS', 'SCHEMA', 'PAIRED', 'FIGURE_ONLY', 'TABLE3',
+           'SAME', 'DIFF', 'OTHER_PATHS', 'BRIDGED_ON_ONE_HOST', 'TPUT_MIN_N', 'study', 'preflight', 'plan',
+           'sweep_order', 'vm_hosts', 'tool_versions', 'datapath_labels', 'build_inventory', 'variants', 'is_stand_in',
+           'datapath_inventory', 'measure_fn', 'measure', 'alike_on_one_host', 'claims', 'figures', 'notes',
+           'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -71,6 +72,11 @@ SCHEMA = {
     **ADAPTIVE,
 }
 
+# %% ../../nbs/61_cni_net.ipynb #c028p
+def preflight(P:dict, inventory) -> None:
+    "Checks the CLI runs before anything starts: what the testbed's data-path endpoints need (`networks.topologies.preflight`; on a cluster, the net image)."
+    endpoints_preflight(inventory)
+
 # %% ../../nbs/61_cni_net.ipynb #c008
 def plan(P:dict) -> dict[str, list[dict]]:
     "Experiment name -> list of points (dicts of swept parameters) for validated parameters `P`."
@@ -96,6 +102,26 @@ def plan(P:dict) -> dict[str, list[dict]]:
                                            msg_bytes=M['msg_bytes'], iterations=M['iterations'], warmup=M['warmup']))
     return out
 
+# %% ../../nbs/61_cni_net.ipynb #c028s
+# the fields a claim's arms differ in, per experiment: throughput's data paths at one (placement, protocol, size) run back to
+# back in a random order (shuffled throughput builds a topology per point anyway); MPI already runs a data path's two
+# placements back to back to build each topology once
+PAIRED = {'throughput': ('datapath',)}
+# points no claim reads, per experiment: every claim reads TCP throughput (2a, 3, 4a, 4b, 5, 6), UDP's is Fig. 12's alone, so it
+# gets one repetition and the time goes to the points claims read (its second repetition took ~45 s of the 8-minute budget)
+FIGURE_ONLY = {'throughput': lambda p: p['proto'] != 'tcp'}
+
+def sweep_order(P:dict) -> list[tuple[str, list, int, bool]]:
+    "(experiment, points, repetitions to reach, shuffle) in the order the campaign sweeps them: the throughput repetitions spread over the campaign, one before each other sweep and the rest after (a sweep call that reaches repetition r runs only the repetitions not yet recorded), each in its own random order, so that one campaign samples the machine's slow and fast phases (1-KB TCP throughput is bimodal on this VM, and the phases last minutes)."
+    pl_ = plan(P)
+    tp = pl_.get('throughput', [])
+    others = [(e, p, P[e].get('repetitions') or P['repetitions'], False) for e, p in pl_.items() if e != 'throughput' and p]
+    out = []
+    for r in range(1, P['repetitions'] + 1):
+        if tp: out.append(('throughput', tp, r, True))
+        if others: out.append(others.pop(0))
+    return out + others
+
 # %% ../../nbs/61_cni_net.ipynb #c012
 def vm_hosts(testbed, scenario:str, capabilities):
     "Host list for a VM-pod scenario, or `NotMeasurable` with the measured reason."
@@ -113,6 +139,56 @@ def tool_versions(node) -> dict:
     for m in (iperf, sockperf, mpi): out.update(m.tool_versions(node))
     return out
 
+# %% ../../nbs/61_cni_net.ipynb #c013
+def datapath_labels(capabilities=None) -> pl.DataFrame:
+    "What each data path is on this testbed: the paper's name and the variant really built (real or stand-in)."
+    rows = [{'datapath': BASELINE, 'paper_name': 'host-to-host', 'variant': 'no container path (baseline)'}]
+    for n in DATAPATH_NAMES:
+        d = DATAPATHS[n]
+        rows.append({'datapath': n, 'paper_name': d.paper_name, 'variant': d.variant(capabilities)})
+    return pl.DataFrame(rows)
+
+# %% ../../nbs/61_cni_net.ipynb #c018
+def build_inventory(P:dict, topologies:Topologies, *, testbed=None, capabilities=None,
+                    skip=lambda point: False, # points already recorded (a resumed run)
+                   ) -> list[tuple[dict, dict, str]]:
+    "Build every (placement, datapath) once; returns (point, metrics, variant label) triples."
+    import time
+    out = []
+    for pl_ in P['placements']:
+        for dp in P['datapaths']:
+            if skip({'placement': pl_, 'datapath': dp}): continue
+            t0 = time.perf_counter()
+            try: topo = topologies.get(dp, pl_, 2)
+            except NotMeasurable as e:
+                out.append(({'placement': pl_, 'datapath': dp}, None, e.reason)); continue
+            up = time.perf_counter() - t0
+            variant = topo.describe().get('variant', '')
+            t0 = time.perf_counter(); topologies.close(); down = time.perf_counter() - t0
+            out.append(({'placement': pl_, 'datapath': dp}, {'setup_s': (up, 's'), 'teardown_s': (down, 's')}, variant))
+    return out
+
+def variants(df:pl.DataFrame) -> dict[str, str]:
+    "datapath -> variant label recorded by `build_inventory` (latest run)."
+    d = df.filter((pl.col('experiment') == 'datapaths') & (pl.col('metric') == 'setup_s')).sort('timestamp')
+    return {r['datapath']: r['note'] or '' for r in d.iter_rows(named=True)}
+
+def is_stand_in(df:pl.DataFrame, datapath:str) -> str|None:
+    "The variant label if `datapath` was only a stand-in in these records, else None."
+    v = variants(df).get(datapath)
+    return v if v is not None and 'stand-in' in v.lower() else None
+
+# %% ../../nbs/61_cni_net.ipynb #c023
+def datapath_inventory(run, P:dict, topologies:Topologies, *, tools:dict|None=None) -> int:
+    "Build and time every data path once per testbed, recorded on the campaign `run` (experiment `datapaths`: a row per metric, its note naming the variant built; a path this testbed cannot build, not measurable with the reason); the rows written. Resumed, a path recorded already is not built again."
+    n = 0
+    for point, metrics, variant in build_inventory(P, topologies, testbed=run.testbed, capabilities=run.capabilities,
+                                                   skip=lambda point: run.done('datapaths', point)):
+        n += (run.record('datapaths', point, metrics, note=variant, tools=tools) if metrics is not None
+              else run.record('datapaths', point, None, reason=variant, tools=tools))
+    return n
+
+# %% ../../nbs/61_cni_net.ipynb #c012m
 def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown, *, testbed=None, capabilities=None):
     "The `measure(point, repetition)` callable of one experiment."
     cc, sc = P['client_cpus'], P['server_cpus']
@@ -144,14 +220,16 @@ def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown,
         return m
     return measure
 
-# %% ../../nbs/61_cni_net.ipynb #c013
-def datapath_labels(capabilities=None) -> pl.DataFrame:
-    "What each data path is on this testbed: the paper's name and the variant really built (real or stand-in)."
-    rows = [{'datapath': BASELINE, 'paper_name': 'host-to-host', 'variant': 'no container path (baseline)'}]
-    for n in DATAPATH_NAMES:
-        d = DATAPATHS[n]
-        rows.append({'datapath': n, 'paper_name': d.paper_name, 'variant': d.variant(capabilities)})
-    return pl.DataFrame(rows)
+# %% ../../nbs/61_cni_net.ipynb #c028
+def measure(run, P:dict) -> None:
+    "The method on the campaign `run`: its testbed's data-path endpoints (`networks.topologies`), every data path built and timed, then every experiment in `sweep_order` (resuming)."
+    topologies = testbed_topologies(run.testbed, run.teardown, capabilities=run.capabilities)
+    n = datapath_inventory(run, P, topologies, tools=topologies.tools)
+    print(f"data-path inventory: {n} new records")
+    for experiment, points, reps, shuffle in sweep_order(P):
+        run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=run.testbed, capabilities=run.capabilities),
+                  repetitions=reps, shuffle=shuffle, pair=PAIRED.get(experiment, ()), figure_only=FIGURE_ONLY.get(experiment), tools=topologies.tools)
+    topologies.close()
 
 # %% ../../nbs/61_cni_net.ipynb #c015
 TABLE3 = pl.DataFrame({
@@ -163,36 +241,6 @@ TABLE3 = pl.DataFrame({
     'macvlan':       [19.62, 14.52, None, None, None, None],
     'sriov':         [19.63, 14.46, None, None, None, None],
 }).unpivot(index=['scenario', 'placement'], variable_name='datapath', value_name='paper_ms').drop_nulls('paper_ms')
-
-# %% ../../nbs/61_cni_net.ipynb #c018
-def build_inventory(P:dict, topologies:Topologies, *, testbed=None, capabilities=None,
-                    skip=lambda point: False, # points already recorded (a resumed run)
-                   ) -> list[tuple[dict, dict, str]]:
-    "Build every (placement, datapath) once; returns (point, metrics, variant label) triples."
-    import time
-    out = []
-    for pl_ in P['placements']:
-        for dp in P['datapaths']:
-            if skip({'placement': pl_, 'datapath': dp}): continue
-            t0 = time.perf_counter()
-            try: topo = topologies.get(dp, pl_, 2)
-            except NotMeasurable as e:
-                out.append(({'placement': pl_, 'datapath': dp}, None, e.reason)); continue
-            up = time.perf_counter() - t0
-            variant = topo.describe().get('variant', '')
-            t0 = time.perf_counter(); topologies.close(); down = time.perf_counter() - t0
-            out.append(({'placement': pl_, 'datapath': dp}, {'setup_s': (up, 's'), 'teardown_s': (down, 's')}, variant))
-    return out
-
-def variants(df:pl.DataFrame) -> dict[str, str]:
-    "datapath -> variant label recorded by `build_inventory` (latest run)."
-    d = df.filter((pl.col('experiment') == 'datapaths') & (pl.col('metric') == 'setup_s')).sort('timestamp')
-    return {r['datapath']: r['note'] or '' for r in d.iter_rows(named=True)}
-
-def is_stand_in(df:pl.DataFrame, datapath:str) -> str|None:
-    "The variant label if `datapath` was only a stand-in in these records, else None."
-    v = variants(df).get(datapath)
-    return v if v is not None and 'stand-in' in v.lower() else None
 
 # %% ../../nbs/61_cni_net.ipynb #c020
 def _series(df, experiment, metric, **where):
@@ -326,50 +374,6 @@ def claims():
         Claim('7b', 'MPI all-to-all: different-host vs same-host as in Table 3 (different-host faster, BMP2BMP).', 'Table 3: 14.5–16.1 vs 19.6–20.1 ms (band: ≤ 1)', c7b,
               needs=mpi_needs),
     ]
-
-# %% ../../nbs/61_cni_net.ipynb #c023
-def datapath_inventory(run, P:dict, topologies:Topologies, *, tools:dict|None=None) -> int:
-    "Build and time every data path once per testbed, recorded on the campaign `run` (experiment `datapaths`: a row per metric, its note naming the variant built; a path this testbed cannot build, not measurable with the reason); the rows written. Resumed, a path recorded already is not built again."
-    n = 0
-    for point, metrics, variant in build_inventory(P, topologies, testbed=run.testbed, capabilities=run.capabilities,
-                                                   skip=lambda point: run.done('datapaths', point)):
-        n += (run.record('datapaths', point, metrics, note=variant, tools=tools) if metrics is not None
-              else run.record('datapaths', point, None, reason=variant, tools=tools))
-    return n
-
-# %% ../../nbs/61_cni_net.ipynb #c028
-def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: its testbed's data-path endpoints (`networks.topologies`), every data path built and timed, then every experiment in `sweep_order` (resuming)."
-    topologies = testbed_topologies(run.testbed, run.teardown, capabilities=run.capabilities)
-    n = datapath_inventory(run, P, topologies, tools=topologies.tools)
-    print(f"data-path inventory: {n} new records")
-    for experiment, points, reps, shuffle in sweep_order(P):
-        run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=run.testbed, capabilities=run.capabilities),
-                  repetitions=reps, shuffle=shuffle, pair=PAIRED.get(experiment, ()), figure_only=FIGURE_ONLY.get(experiment), tools=topologies.tools)
-    topologies.close()
-
-def preflight(P:dict, inventory) -> None:
-    "Checks the CLI runs before anything starts: what the testbed's data-path endpoints need (`networks.topologies.preflight`; on a cluster, the net image)."
-    endpoints_preflight(inventory)
-
-# the fields a claim's arms differ in, per experiment: throughput's data paths at one (placement, protocol, size) run back to
-# back in a random order (shuffled throughput builds a topology per point anyway); MPI already runs a data path's two
-# placements back to back to build each topology once
-PAIRED = {'throughput': ('datapath',)}
-# points no claim reads, per experiment: every claim reads TCP throughput (2a, 3, 4a, 4b, 5, 6), UDP's is Fig. 12's alone, so it
-# gets one repetition and the time goes to the points claims read (its second repetition took ~45 s of the 8-minute budget)
-FIGURE_ONLY = {'throughput': lambda p: p['proto'] != 'tcp'}
-
-def sweep_order(P:dict) -> list[tuple[str, list, int, bool]]:
-    "(experiment, points, repetitions to reach, shuffle) in the order the campaign sweeps them: the throughput repetitions spread over the campaign, one before each other sweep and the rest after (a sweep call that reaches repetition r runs only the repetitions not yet recorded), each in its own random order, so that one campaign samples the machine's slow and fast phases (1-KB TCP throughput is bimodal on this VM, and the phases last minutes)."
-    pl_ = plan(P)
-    tp = pl_.get('throughput', [])
-    others = [(e, p, P[e].get('repetitions') or P['repetitions'], False) for e, p in pl_.items() if e != 'throughput' and p]
-    out = []
-    for r in range(1, P['repetitions'] + 1):
-        if tp: out.append(('throughput', tp, r, True))
-        if others: out.append(others.pop(0))
-    return out + others
 
 # %% ../../nbs/61_cni_net.ipynb #c025
 def _summary(df, experiment, metric, by):

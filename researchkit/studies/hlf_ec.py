@@ -8,6 +8,7 @@ Docs: https://researchkit.github.io/researchkit/hlf_ec.html.md"""
 from __future__ import annotations
 import os, re, glob, math, time, random, pathlib, threading
 import polars as pl
+from fastcore.basics import patch
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..claims import Claim, Ratio, Verdict, all_hold, at_least, at_most, not_measurable_reason, select, verdict, within
 from ..teardown import Teardown
@@ -24,9 +25,9 @@ from ..workloads.fabload import closed_loop
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'WORKLOADS', 'OFF', 'SCHEMA', 'SERIES_EVERY', 'PAPER', 'HEADER_SLACK', 'CPU_MODEST',
            'SMALL_TIME', 'FLAT', 'study', 'code_label', 'codes', 'n_peers', 'paper_cores', 'check_params', 'check_host',
-           'plan', 'network_spec', 'measured_peer', 'LedgerWatch', 'busy_seconds', 'LoadFailed', 'Bench', 'measure_fn',
-           'measure', 'ec_ratios', 'agent_cost', 'direct_ratios', 'main_code', 'claims', 'ratio_table', 'table2',
-           'storage_table', 'figures', 'notes', 'preflight', 'tool_versions']
+           'preflight', 'plan', 'network_spec', 'measured_peer', 'LedgerWatch', 'busy_seconds', 'LoadFailed', 'Bench',
+           'measure_fn', 'measure', 'ec_ratios', 'agent_cost', 'direct_ratios', 'main_code', 'claims', 'ratio_table',
+           'table2', 'storage_table', 'figures', 'notes', 'tool_versions']
 
 # %% ../../nbs/65_hlf_ec.ipynb #47f05780
 NAME = 'hlf-ec'
@@ -96,6 +97,12 @@ def check_params(P:dict) -> dict:
 def check_host(P:dict, node_lim:dict) -> None:
     "Budgets and CPU lists against this host (`node_limits`): every budget within the measured peer's cpuset and the host's cores."
     check_cpu_budgets(P, node_lim, cpus=('peer_cpus', 'rest_cpus'), budgets_in='peer_cpus')
+
+# %% ../../nbs/65_hlf_ec.ipynb #b1059de6p
+def preflight(P:dict, inventory) -> None:
+    "Checks before anything starts: the codes against the peers, and on a local testbed every budget within the measured peer's cpuset and this host's cores."
+    check_params(P)
+    if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
 
 # %% ../../nbs/65_hlf_ec.ipynb #dc63c980
 def plan(P:dict) -> dict[str, list[dict]]:
@@ -256,102 +263,106 @@ class Bench:
                 self.settle(); time.sleep(2)
         raise NotMeasurable('load', f"{self.ATTEMPTS} loads of {P['transactions']} transactions each had failures: {'; '.join(errors)[:600]}")
 
-    def _attempt(self, pt:dict, rep:int, *, series:bool) -> dict:
-        P, M, net = self.P, self.M, self.net
-        n_ev0 = len(self.ec.events(M)) if self.ec else 0
-        inst, host = net.nodes[M].instance, net.nodes[M].host
-        h0 = net.height(M)
-        with Teardown(self.td.ledger) as td:
-            mon = Monitor({M: inst}, interval=P['monitor_interval_s'], cpus=str(P['rest_cpus']), teardown=td)
-            with mon:
-                watch = LedgerWatch(net.ledger_dir(M))
-                try:
-                    c0, t0 = _cpuacct(host, inst), time.time()
-                    res = closed_loop(net, clients=pt['clients'], count=P['transactions'], duration=P['point_timeout_s'], warmup=0,
-                                      payload=P['payload_bytes'], cpus=str(P['rest_cpus']), timeout=P['tx_timeout_s'], teardown=td)
-                    ok = res.rows.filter(pl.col('ok'))
-                    bad = res.rows.filter(~pl.col('ok'))
-                    if bad.height or ok.height < P['transactions']:
-                        top = bad['error'].value_counts(sort=True).row(0) if bad.height else ('count short', P['transactions'] - ok.height)
-                        raise LoadFailed(f"{ok.height} of {P['transactions']} committed; {bad.height} failed, most with {str(top[0])[:300]!r} ({top[1]}x)")
-                    target, deadline = int(ok['block'].max()) + 1, time.time() + P['point_timeout_s']
-                    while net.height(M) < target:   # the measured peer catches up with the last block the gateway committed
-                        if time.time() > deadline: raise NotMeasurable('measured peer', f"{M} did not reach height {target} in time")
-                        time.sleep(0.1)
-                    self.settle()                   # EC of the files completed during the point, inside the peer's quota
-                    c1, t_stop = _cpuacct(host, inst), time.time()
-                finally:
-                    watch.stop()
-            t_launch = t0 - mon.t0_epoch
-        t_end = watch.last if watch.last is not None else t_stop
-        exec_s = t_end - t0
-        m = {'exec_s': (exec_s, 's from the load launch to the measured peer writing its last block'),
-             'peer_cpu_s': (c1 - c0, "CPU s of the measured peer's cgroup (peer + EC agent) from the launch until its last block and its EC were done"),
-             'peer_cpu_cores': ((c1 - c0) / exec_s, 'cores: peer_cpu_s / exec_s (mean CPU usage while processing the work)'),
-             'block_mb': (watch.written / 1e6, 'MB written to the measured peer\'s block files'),
-             'block_rate_mbps': (watch.written / 1e6 / exec_s, 'MB/s: block bytes / exec_s (Table 2)'),
-             'files_completed': (float(watch.completed), 'block files completed during the point'),
-             'blocks': (float(net.height(M) - h0), 'blocks committed by the measured peer'),
-             'tps': (ok.height / exec_s, 'committed tx / exec_s'),
-             'ok': (float(ok.height), 'tx committed valid'), 'failed': (float(res.rows.height - ok.height), 'tx not committed valid'),
-             'gateway_exec_s': res.metrics['exec_s'], 'latency_mean_s': res.metrics['latency_mean_s'],
-             'tail_s': (t_stop - t_end, 's after the last block until the point\'s EC was done'),
-             'quota_cores': (pt['budget'], 'cores (CFS quota of the measured peer)')}
-        frame = mon.frame()
-        m['busy_s'] = (busy_seconds(frame, pt['budget'] / 2, t_launch, t_launch + exec_s), 's with CPU usage above half the quota (Fig. 3 shading)')
-        if self.ec is not None:
-            evs = self.ec.events(M)[n_ev0:]
-            if evs:
-                m['ec_files'] = (float(len(evs)), 'block files the measured peer encoded in the point')
-                m['ec_cpu_s'] = (sum(e['cpu_user_s'] + e['cpu_sys_s'] for e in evs), "CPU s of the agent's encodes (getrusage)")
-                for k in ('encode_s', 'hash_s', 'read_s', 'write_s', 'total_s'):
-                    m[f'ec_{k}'] = (sum(e[k] for e in evs) / len(evs), f"s per file ({k[:-2]}, the agent's record)")
-                m['kept_fraction'] = (sum(e['bytes_kept'] / e['file_size'] for e in evs) / len(evs), 'chunk bytes kept / block-file bytes (mean over files)')
-                m['kept_bytes'] = (float(sum(e['bytes_kept'] for e in evs)), 'B of chunks the measured peer kept')
-                m['file_bytes'] = (float(sum(e['file_size'] for e in evs)), 'B of the block files it encoded')
-        m.update(mon.metrics())
-        if series: self._series(pt, rep, frame, t_launch, exec_s)
-        return m
+# %% ../../nbs/65_hlf_ec.ipynb #c4526aeds1p1
+@patch
+def _attempt(self:Bench, pt:dict, rep:int, *, series:bool) -> dict:
+    P, M, net = self.P, self.M, self.net
+    n_ev0 = len(self.ec.events(M)) if self.ec else 0
+    inst, host = net.nodes[M].instance, net.nodes[M].host
+    h0 = net.height(M)
+    with Teardown(self.td.ledger) as td:
+        mon = Monitor({M: inst}, interval=P['monitor_interval_s'], cpus=str(P['rest_cpus']), teardown=td)
+        with mon:
+            watch = LedgerWatch(net.ledger_dir(M))
+            try:
+                c0, t0 = _cpuacct(host, inst), time.time()
+                res = closed_loop(net, clients=pt['clients'], count=P['transactions'], duration=P['point_timeout_s'], warmup=0,
+                                  payload=P['payload_bytes'], cpus=str(P['rest_cpus']), timeout=P['tx_timeout_s'], teardown=td)
+                ok = res.rows.filter(pl.col('ok'))
+                bad = res.rows.filter(~pl.col('ok'))
+                if bad.height or ok.height < P['transactions']:
+                    top = bad['error'].value_counts(sort=True).row(0) if bad.height else ('count short', P['transactions'] - ok.height)
+                    raise LoadFailed(f"{ok.height} of {P['transactions']} committed; {bad.height} failed, most with {str(top[0])[:300]!r} ({top[1]}x)")
+                target, deadline = int(ok['block'].max()) + 1, time.time() + P['point_timeout_s']
+                while net.height(M) < target:   # the measured peer catches up with the last block the gateway committed
+                    if time.time() > deadline: raise NotMeasurable('measured peer', f"{M} did not reach height {target} in time")
+                    time.sleep(0.1)
+                self.settle()                   # EC of the files completed during the point, inside the peer's quota
+                c1, t_stop = _cpuacct(host, inst), time.time()
+            finally:
+                watch.stop()
+        t_launch = t0 - mon.t0_epoch
+    t_end = watch.last if watch.last is not None else t_stop
+    exec_s = t_end - t0
+    m = {'exec_s': (exec_s, 's from the load launch to the measured peer writing its last block'),
+         'peer_cpu_s': (c1 - c0, "CPU s of the measured peer's cgroup (peer + EC agent) from the launch until its last block and its EC were done"),
+         'peer_cpu_cores': ((c1 - c0) / exec_s, 'cores: peer_cpu_s / exec_s (mean CPU usage while processing the work)'),
+         'block_mb': (watch.written / 1e6, 'MB written to the measured peer\'s block files'),
+         'block_rate_mbps': (watch.written / 1e6 / exec_s, 'MB/s: block bytes / exec_s (Table 2)'),
+         'files_completed': (float(watch.completed), 'block files completed during the point'),
+         'blocks': (float(net.height(M) - h0), 'blocks committed by the measured peer'),
+         'tps': (ok.height / exec_s, 'committed tx / exec_s'),
+         'ok': (float(ok.height), 'tx committed valid'), 'failed': (float(res.rows.height - ok.height), 'tx not committed valid'),
+         'gateway_exec_s': res.metrics['exec_s'], 'latency_mean_s': res.metrics['latency_mean_s'],
+         'tail_s': (t_stop - t_end, 's after the last block until the point\'s EC was done'),
+         'quota_cores': (pt['budget'], 'cores (CFS quota of the measured peer)')}
+    frame = mon.frame()
+    m['busy_s'] = (busy_seconds(frame, pt['budget'] / 2, t_launch, t_launch + exec_s), 's with CPU usage above half the quota (Fig. 3 shading)')
+    if self.ec is not None:
+        evs = self.ec.events(M)[n_ev0:]
+        if evs:
+            m['ec_files'] = (float(len(evs)), 'block files the measured peer encoded in the point')
+            m['ec_cpu_s'] = (sum(e['cpu_user_s'] + e['cpu_sys_s'] for e in evs), "CPU s of the agent's encodes (getrusage)")
+            for k in ('encode_s', 'hash_s', 'read_s', 'write_s', 'total_s'):
+                m[f'ec_{k}'] = (sum(e[k] for e in evs) / len(evs), f"s per file ({k[:-2]}, the agent's record)")
+            m['kept_fraction'] = (sum(e['bytes_kept'] / e['file_size'] for e in evs) / len(evs), 'chunk bytes kept / block-file bytes (mean over files)')
+            m['kept_bytes'] = (float(sum(e['bytes_kept'] for e in evs)), 'B of chunks the measured peer kept')
+            m['file_bytes'] = (float(sum(e['file_size'] for e in evs)), 'B of the block files it encoded')
+    m.update(mon.metrics())
+    if series: self._series(pt, rep, frame, t_launch, exec_s)
+    return m
 
-    def _series(self, pt:dict, rep:int, frame:pl.DataFrame, t_launch:float, exec_s:float):
-        "The measured peer's CPU over time (Fig. 3) as records of experiment `cpu_series` (t: s from the load's launch)."
-        samples = [(r['t'] - t_launch, r['cpu_cores']) for r in downsample(frame, SERIES_EVERY).iter_rows(named=True)]
-        self.run.record_batch('cpu_series', [({**pt, 't': round(t, 3)}, rep, {'cpu_cores_series': (c, 'cores')}) for t, c in samples
-                                             if c is not None and math.isfinite(c) and -1 <= t <= exec_s + 2])
+@patch
+def _series(self:Bench, pt:dict, rep:int, frame:pl.DataFrame, t_launch:float, exec_s:float):
+    "The measured peer's CPU over time (Fig. 3) as records of experiment `cpu_series` (t: s from the load's launch)."
+    samples = [(r['t'] - t_launch, r['cpu_cores']) for r in downsample(frame, SERIES_EVERY).iter_rows(named=True)]
+    self.run.record_batch('cpu_series', [({**pt, 't': round(t, 3)}, rep, {'cpu_cores_series': (c, 'cores')}) for t, c in samples
+                                         if c is not None and math.isfinite(c) and -1 <= t <= exec_s + 2])
 
-    def rebuild(self, pt:dict, rep:int) -> dict:
-        "Beyond the paper: a block file the measured peer encoded, rebuilt in its container from the others' chunks (its own chunk lost), then from k chunks after n − k random losses; timed, sha256-checked."
-        code = (pt['n'], pt['k'])
-        self.use_code(code)
-        net, M = self.network(), self.M
-        evs = [e for e in self.ec.events(M) if e.get('n') == code[0] and e.get('k') == code[1]]
-        if not evs: raise NotMeasurable('rebuild', f"{M} encoded no block file with {code_label(*code)} in this campaign")
-        ev = evs[min(rep, len(evs) - 1)]
-        t = time.monotonic()
-        r = self.ec.rebuild(ev['name'], at=M)
-        wall = time.monotonic() - t
-        ok = r['decode']['verified'] and sha256_file(r['out']) == ev['file_sha256']
-        os.remove(r['out'])
-        m = {'rebuild_s': (wall, 's: fetch k chunks from the other peers and decode, in the measured peer\'s container'),
-             'fetch_s': (r['fetch_s'], 's fetching'), 'decode_s': (r['decode']['decode_s'], 's decoding'),
-             'bytes_fetched': (float(r['bytes_fetched']), 'B'), 'file_bytes': (float(ev['file_size']), 'B'),
-             'verified': (float(ok), '1 = the rebuilt file has the encoded file\'s sha256')}
-        # lose n - k random chunks of the same file (copies, restored after), rebuild from the k left
-        rng = random.Random(hash((self.run.id, rep, code)))
-        lost = rng.sample(range(code[0]), code[0] - code[1])
-        moved = []
-        try:
-            for j in lost:
-                p = f"{self.ec.store(self.ec.peers[j])}/{ev['name']}.c{j:02d}.rkec"
-                os.rename(p, p + '.lost'); moved.append(p)
-            r2 = self.ec.rebuild(ev['name'], out=f"{net.layout.admin}/ec-rebuilt/{ev['name']}")
-            used = sorted(r2['decode']['used'])
-            m['verified_after_losses'] = (float(r2['decode']['verified'] and sha256_file(r2['out']) == ev['file_sha256']
-                                                and used == sorted(set(range(code[0])) - set(lost))), f"1 = rebuilt bit for bit from the {code[1]} chunks left")
-            os.remove(r2['out'])
-        finally:
-            for p in moved: os.rename(p + '.lost', p)
-        return m
+@patch
+def rebuild(self:Bench, pt:dict, rep:int) -> dict:
+    "Beyond the paper: a block file the measured peer encoded, rebuilt in its container from the others' chunks (its own chunk lost), then from k chunks after n − k random losses; timed, sha256-checked."
+    code = (pt['n'], pt['k'])
+    self.use_code(code)
+    net, M = self.network(), self.M
+    evs = [e for e in self.ec.events(M) if e.get('n') == code[0] and e.get('k') == code[1]]
+    if not evs: raise NotMeasurable('rebuild', f"{M} encoded no block file with {code_label(*code)} in this campaign")
+    ev = evs[min(rep, len(evs) - 1)]
+    t = time.monotonic()
+    r = self.ec.rebuild(ev['name'], at=M)
+    wall = time.monotonic() - t
+    ok = r['decode']['verified'] and sha256_file(r['out']) == ev['file_sha256']
+    os.remove(r['out'])
+    m = {'rebuild_s': (wall, 's: fetch k chunks from the other peers and decode, in the measured peer\'s container'),
+         'fetch_s': (r['fetch_s'], 's fetching'), 'decode_s': (r['decode']['decode_s'], 's decoding'),
+         'bytes_fetched': (float(r['bytes_fetched']), 'B'), 'file_bytes': (float(ev['file_size']), 'B'),
+         'verified': (float(ok), '1 = the rebuilt file has the encoded file\'s sha256')}
+    # lose n - k random chunks of the same file (copies, restored after), rebuild from the k left
+    rng = random.Random(hash((self.run.id, rep, code)))
+    lost = rng.sample(range(code[0]), code[0] - code[1])
+    moved = []
+    try:
+        for j in lost:
+            p = f"{self.ec.store(self.ec.peers[j])}/{ev['name']}.c{j:02d}.rkec"
+            os.rename(p, p + '.lost'); moved.append(p)
+        r2 = self.ec.rebuild(ev['name'], out=f"{net.layout.admin}/ec-rebuilt/{ev['name']}")
+        used = sorted(r2['decode']['used'])
+        m['verified_after_losses'] = (float(r2['decode']['verified'] and sha256_file(r2['out']) == ev['file_sha256']
+                                            and used == sorted(set(range(code[0])) - set(lost))), f"1 = rebuilt bit for bit from the {code[1]} chunks left")
+        os.remove(r2['out'])
+    finally:
+        for p in moved: os.rename(p + '.lost', p)
+    return m
 
 # %% ../../nbs/65_hlf_ec.ipynb #19eaea43
 def measure_fn(experiment:str, P:dict, bench:Bench):
@@ -664,11 +675,7 @@ def notes(df:pl.DataFrame) -> list[str]:
                 *markdown_table(g.columns, g.with_columns(pl.col('median').round(4)).rows()), '']
     return out
 
-def preflight(P:dict, inventory) -> None:
-    "Checks before anything starts: the codes against the peers, and on a local testbed every budget within the measured peer's cpuset and this host's cores."
-    check_params(P)
-    if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
-
+# %% ../../nbs/65_hlf_ec.ipynb #b1059de6s
 def tool_versions(node) -> dict:
     "Fabric, rk-load and rk-ec versions, the Reed-Solomon library, for provenance."
     out = {'fabric': FABRIC_VERSION}

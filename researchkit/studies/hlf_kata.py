@@ -8,6 +8,7 @@ Docs: https://researchkit.github.io/researchkit/hlf_kata.html.md"""
 from __future__ import annotations
 import math, time, pathlib
 import polars as pl
+from fastcore.basics import patch
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..claims import Claim, Ratio, Verdict, all_hold, at_least, at_most, not_measurable_reason, optional, select, verdict, within
 from ..teardown import Teardown
@@ -26,11 +27,11 @@ from ..workloads.fabload import open_loop
 __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_OF', 'STANDIN_NOTE', 'VCPU_MECHANISM', 'SCHEMA',
            'SERIES_EVERY', 'CARRIED', 'CALIBRATION_LOADS', 'RATE_CHECKS', 'RATE_STEP', 'HEADROOM', 'BACKLOG_S',
            'PAIRED', 'TPS', 'TPS_FROM', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT',
-           'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'plan', 'sweeps', 'quotas', 'block_tps',
-           'backlog_growth', 'carried', 'sets_rates', 'Bench', 'measure_fn', 'check_rate', 'figure_only', 'measure',
-           'measure_with', 'runtimes_here', 'with_tps', 'per_rep', 'decide_mean', 'secure_runtime', 'secure_label',
-           'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios', 'optional_ratio',
-           'paper_ratios', 'fig4_table', 'figures', 'rate_check_note', 'notes', 'preflight', 'tool_versions']
+           'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'preflight', 'plan', 'sweeps', 'quotas',
+           'Bench', 'block_tps', 'backlog_growth', 'carried', 'sets_rates', 'measure_fn', 'check_rate', 'figure_only',
+           'measure', 'measure_with', 'runtimes_here', 'with_tps', 'per_rep', 'decide_mean', 'secure_runtime',
+           'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios',
+           'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'rate_check_note', 'notes', 'tool_versions']
 
 # %% ../../nbs/64_hlf_kata.ipynb #c005
 NAME = 'hlf-kata'
@@ -134,6 +135,13 @@ def check_host(P:dict, node_lim:dict) -> None:
     "Budgets and CPU lists against the host (`node_limits`): every budget fits in the Fabric cpuset and the host's cores."
     check_cpu_budgets(P, node_lim, cpus=('fabric_cpus', 'client_cpus'), budgets_in='fabric_cpus')
 
+# %% ../../nbs/64_hlf_kata.ipynb #c019
+def preflight(P:dict, inventory) -> None:
+    "Checks the CLI runs before anything starts: the vCPU pairs within their budgets, on a local testbed every budget within the Fabric cpuset and this machine's cores, and what the testbed's bed needs (`ledger.beds.preflight`)."
+    check_params(P)
+    if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
+    bed_preflight(inventory)   # what the testbed's bed needs (on a cluster: the Fabric image)
+
 # %% ../../nbs/64_hlf_kata.ipynb #c007
 def plan(P:dict,                       # validated parameters
          secure_runtime:str|None=None,  # the runtime in the secure role (None: `P['secure']`; `measure` passes the stand-in where it cannot run)
@@ -175,56 +183,6 @@ def quotas(P:dict, pt:dict) -> dict[str, float]:
         q['orderer'] = pt['orderer_vcpu'] * P['core_per_paper_cpu']
         q['peer'] = pt['peer_vcpu'] * P['core_per_paper_cpu']
     return q
-
-# %% ../../nbs/64_hlf_kata.ipynb #c010
-SERIES_EVERY = 1.0   # s: bins of the CPU-over-time records (one point per runtime)
-CARRIED = 0.97       # a calibration that commits at least this share of its offered rate only bounds the capacity from below
-CALIBRATION_LOADS = 3   # a calibration that commits fewer than two blocks (a cold chaincode) is loaded again, at most this often
-RATE_CHECKS = 3      # loads of the rate to offer, at the calibration's budget, before the sweep: each RATE_STEP x the one before until one is carried
-RATE_STEP = 0.8
-HEADROOM = 1.25      # a check loads this much more than the rate it would set: this VM's speed drifts by ~25 % in phases of seconds
-BACKLOG_S = 0.5      # s: a load whose latency grows by more than this from the first third of its window's sends to the last builds a backlog
-
-def _window_cpu(frame:pl.DataFrame, t0:float, t1:float) -> dict[str, float]:
-    "Container -> mean cores over [t0, t1] of the monitor's series (Δcpu_s / Δt between the first and last sample inside)."
-    out = {}
-    w = frame.filter((pl.col('state') == 'ok') & (pl.col('t') >= t0) & (pl.col('t') <= t1)).sort('container', 't')
-    for (c,), g in w.group_by('container', maintain_order=True):
-        if g.height >= 2 and g['t'][-1] > g['t'][0]: out[c] = (g['cpu_s'][-1] - g['cpu_s'][0]) / (g['t'][-1] - g['t'][0])
-    return out
-
-def _window_classes(classes:pl.DataFrame, t0:float, t1:float) -> dict[str, float]:
-    "Process class (runsc: sentry, gofer, app) -> cores over [t0, t1], summed over the containers (mean of each container's per-pass rates)."
-    w = classes.filter((pl.col('t') >= t0) & (pl.col('t') <= t1) & pl.col('cpu_cores').is_not_null())
-    if w.is_empty(): return {}
-    per = w.group_by('container', 'class').agg(pl.col('cpu_cores').mean())
-    return {r['class']: r['cpu_cores'] for r in per.group_by('class').agg(pl.col('cpu_cores').sum()).iter_rows(named=True)}
-
-def block_tps(rows:pl.DataFrame, t0:float, t1:float) -> float|None:
-    "Block-aligned TPS over [t0, t1) from rk-load's rows: the committed tx of the blocks after the first block committed in the window up to the last, over the time between those two blocks' commits (a block's time: its first commit seen); None with fewer than two blocks."
-    ok = rows.filter(pl.col('ok') & pl.col('block').is_not_null() & pl.col('committed_s').is_not_null())
-    b = ok.group_by('block').agg(pl.len().alias('n'), pl.col('committed_s').min().alias('t')).filter((pl.col('t') >= t0) & (pl.col('t') < t1)).sort('t')
-    if b.height < 2 or b['t'][-1] <= b['t'][0]: return None
-    return float(b['n'][1:].sum()) / (b['t'][-1] - b['t'][0])
-
-def backlog_growth(rows:pl.DataFrame) -> float|None:
-    "Median latency of the committed tx sent in the last third of the measured window minus that of the first third (s; rk-load's rows): about 0 when the load is carried, growing with the window when a backlog builds; None with fewer than 6 commits."
-    w = rows.filter(~pl.col('warmup') & pl.col('ok') & pl.col('committed_s').is_not_null())
-    if w.height < 6: return None
-    t0, t1 = w['intended_s'].min(), w['intended_s'].max()
-    lat = lambda e: w.filter(e).select((pl.col('committed_s') - pl.col('intended_s')).median()).item()
-    a, b = lat(pl.col('intended_s') <= t0 + (t1 - t0) / 3), lat(pl.col('intended_s') >= t1 - (t1 - t0) / 3)
-    return None if a is None or b is None else float(b - a)
-
-def carried(m:dict) -> bool:
-    "Whether a load's metrics say it was carried: nothing shed, at least CARRIED of the window's tx committed, no backlog building (growth <= BACKLOG_S)."
-    sent = m.get('sent', (0.0,))[0]
-    return (m.get('shed', (0.0,))[0] == 0 and sent > 0 and m.get('ok', (0.0,))[0] >= CARRIED * sent
-            and m.get('backlog_growth_s', (math.inf,))[0] <= BACKLOG_S)
-
-def sets_rates(P:dict, pt:dict) -> bool:
-    "Whether calibration point `pt` is of the runtime whose capacity sets every offered rate (native's for `capacity`, the secure one's for `secure_capacity`)."
-    return (P['rate_unit'] == 'capacity' and pt.get('role', 'native') == 'native') or (P['rate_unit'] == 'secure_capacity' and pt.get('role') == 'secure')
 
 # %% ../../nbs/64_hlf_kata.ipynb #c010s1
 class Bench:
@@ -319,80 +277,134 @@ class Bench:
         "CPU seconds used so far by the containers of every network up but `runtime`'s (the idle ones)."
         return sum(i.cpu_seconds() for rt, (net, _) in self.nets.items() if rt != runtime for i in net.instances().values())
 
-    def rate(self, pt:dict) -> float:
-        "The tx/s offered at point `pt`: its rate, or that fraction of the capacity measured at the largest budget (native's, or the secure runtime's), read back from the records."
-        if pt['rate_unit'] == 'tx/s': return pt['rate']
-        if self.capacity is None:
-            secure, df = pt['rate_unit'] == 'secure_capacity', self.run.records()
-            whose = {'role': 'secure'} if secure else {'runtime': self.P['native']}
-            c = select(df, 'capacity', experiment='calibration', **whose) if df.height and all(k in df.columns for k in whose) else pl.DataFrame()
-            if c.is_empty(): raise NotMeasurable('offered rate', f"rates are fractions of the {'secure runtime' if secure else 'native'} capacity, but its calibration was not measured")
-            s = select(df, 'rate_scale', experiment='calibration', **whose)   # the check loads' step down (campaigns before it: none)
-            self.capacity = float(c['value'].median()) * (float(s['value'].median()) if s.height else 1.0)
-        if self.capacity <= 0:   # never offer 0 tx/s: say why instead
-            raise NotMeasurable('offered rate', f"rates are fractions of the {'secure runtime' if pt['rate_unit'] == 'secure_capacity' else 'native'} "
-                                                f"capacity, and its calibration committed nothing ({self.capacity:g} tx/s)")
-        return pt['rate'] * self.capacity
+# %% ../../nbs/64_hlf_kata.ipynb #c010s1p1
+@patch
+def rate(self:Bench, pt:dict) -> float:
+    "The tx/s offered at point `pt`: its rate, or that fraction of the capacity measured at the largest budget (native's, or the secure runtime's), read back from the records."
+    if pt['rate_unit'] == 'tx/s': return pt['rate']
+    if self.capacity is None:
+        secure, df = pt['rate_unit'] == 'secure_capacity', self.run.records()
+        whose = {'role': 'secure'} if secure else {'runtime': self.P['native']}
+        c = select(df, 'capacity', experiment='calibration', **whose) if df.height and all(k in df.columns for k in whose) else pl.DataFrame()
+        if c.is_empty(): raise NotMeasurable('offered rate', f"rates are fractions of the {'secure runtime' if secure else 'native'} capacity, but its calibration was not measured")
+        s = select(df, 'rate_scale', experiment='calibration', **whose)   # the check loads' step down (campaigns before it: none)
+        self.capacity = float(c['value'].median()) * (float(s['value'].median()) if s.height else 1.0)
+    if self.capacity <= 0:   # never offer 0 tx/s: say why instead
+        raise NotMeasurable('offered rate', f"rates are fractions of the {'secure runtime' if pt['rate_unit'] == 'secure_capacity' else 'native'} "
+                                            f"capacity, and its calibration committed nothing ({self.capacity:g} tx/s)")
+    return pt['rate'] * self.capacity
 
-    def load(self, pt:dict, rep:int, *, rate:float, series:bool=False, timeout:float|None=None) -> dict:
-        "Set the point's quotas live, then run rk-load (open loop) under the monitor; metrics of the measured window (and with `series` the CPU-over-time records)."
-        P = self.P
-        q = quotas(P, pt)
-        net = self.configured(pt, q)
-        cap = max(1, min(int(math.ceil(rate * P['inflight_s'])), net.spec.gateway_concurrency - 10))
-        inst = net.instances()
-        idle = len(self.nets) > 1
-        if idle:   # the other network frozen, this one thawed (the warm-up absorbs what its timers owe)
-            for rt, (other, _) in self.nets.items(): self.freeze(other, rt != pt['runtime'])
-            idle0, t_idle = self.others_cpu_s(pt['runtime']), time.monotonic()
-        with Teardown(self.td.ledger) as td:
-            mon = self.bed.monitor(net, td, interval=P['monitor_interval_s'], cpus=P['client_cpus'])   # the Fabric containers' CPU, sampled on the client CPUs
-            with mon:
-                t_launch = time.time() - mon.t0_epoch
-                res = open_loop(net, rate=rate, duration=pt['seconds'], warmup=P['warmup_s'], cpus=str(P['client_cpus']),
-                                max_inflight=cap, timeout=timeout or P['tx_timeout_s'], teardown=td, **self.bed.load_options())
-        m = dict(res.metrics)
-        rows = res.rows
-        w0 = rows.filter(~pl.col('warmup'))['intended_s'].min()
-        if w0 is not None:   # steady-state throughput: commits inside the window (a short window's drain would bias ok / (last commit - first send))
-            n = rows.filter(pl.col('ok') & (pl.col('committed_s') >= w0) & (pl.col('committed_s') < w0 + pt['seconds'])).height
-            m['tps_window'] = (n / pt['seconds'], 'tx/s committed inside the measured window (any send time) / its length')
-            tb = block_tps(rows, w0, w0 + pt['seconds'])   # beside tps_window, to compare their noise (the claims use tps_window)
-            if tb is not None: m['tps_blocks'] = (tb, 'tx/s of the blocks committed in the window after its first block, over the time from its first to its last block')
-        tl = block_tps(rows, -math.inf, math.inf)   # the calibration's capacity: a load above it keeps Fabric saturated from its first block to its last
-        if tl is not None: m['tps_load_blocks'] = (tl, 'tx/s of the whole load (warm-up, window, drain): its blocks after the first, over the time from its first to its last block')
-        g = backlog_growth(rows)
-        if g is not None: m['backlog_growth_s'] = (g, "s: median latency of the window's last third of sends minus its first third (> 0: a backlog builds)")
-        if m['ok'][0] == 0: m = {k: v for k, v in m.items() if not k.startswith('latency_')}   # nothing committed: no latency
-        shed = m.get('failed_inflight_cap', (0.0, ''))[0]
-        m['shed'] = (shed, f'tx not sent: {cap} in flight (in-flight cap = rate x {P["inflight_s"]:g} s)')
-        m['gen_lagged'] = (float(res.flags.get('dispatch_lagged', False)), "flag: 1 = rk-load dispatched a tx later than 1/rate after its time (the generator's own shortfall)")
-        ws, we = t_launch + P['warmup_s'], t_launch + P['warmup_s'] + pt['seconds']
-        frame = mon.frame()
-        cpu = _window_cpu(frame, ws, we)
-        if len(cpu) == len(inst):
-            m['fabric_cpu_cores'] = (sum(cpu.values()), 'cores (all Fabric containers, cgroup cpuacct, measured window)')
-            for role in ROLES: m[f'cpu_cores_{role}'] = (sum(v for k, v in cpu.items() if net.nodes[k].role == role), f'cores ({role} containers)')
-            if m.get('tps_window', (0,))[0] > 0:
-                m['fabric_cpu_ms_per_tx'] = (1000 * m['fabric_cpu_cores'][0] / m['tps_window'][0], 'ms of Fabric CPU per committed tx')
-        if pt['runtime'] == 'runsc':
-            for cls, v in _window_classes(mon.classes(), ws, we).items(): m[f'class_{cls}_cores'] = (v, f'cores of runsc {cls} processes (all containers)')
-        for role, c in q.items(): m[f'quota_{role}'] = (c, 'cores (CFS quota per container)')
-        if idle:   # the other runtime's network shares the Fabric CPUs while this one is loaded: what it took is recorded
-            m['idle_network_cpu_cores'] = ((self.others_cpu_s(pt['runtime']) - idle0) / (time.monotonic() - t_idle),
-                                           "cores used by the other runtime's network during this load (frozen: ~0; unfrozen, runsc's idle network took 0.08-0.14)")
-        m.update(mon.metrics())
-        if series: self._series(pt, rep, mon, ws)
-        return m
+@patch
+def load(self:Bench, pt:dict, rep:int, *, rate:float, series:bool=False, timeout:float|None=None) -> dict:
+    "Set the point's quotas live, then run rk-load (open loop) under the monitor; metrics of the measured window (and with `series` the CPU-over-time records)."
+    P = self.P
+    q = quotas(P, pt)
+    net = self.configured(pt, q)
+    cap = max(1, min(int(math.ceil(rate * P['inflight_s'])), net.spec.gateway_concurrency - 10))
+    inst = net.instances()
+    idle = len(self.nets) > 1
+    if idle:   # the other network frozen, this one thawed (the warm-up absorbs what its timers owe)
+        for rt, (other, _) in self.nets.items(): self.freeze(other, rt != pt['runtime'])
+        idle0, t_idle = self.others_cpu_s(pt['runtime']), time.monotonic()
+    with Teardown(self.td.ledger) as td:
+        mon = self.bed.monitor(net, td, interval=P['monitor_interval_s'], cpus=P['client_cpus'])   # the Fabric containers' CPU, sampled on the client CPUs
+        with mon:
+            t_launch = time.time() - mon.t0_epoch
+            res = open_loop(net, rate=rate, duration=pt['seconds'], warmup=P['warmup_s'], cpus=str(P['client_cpus']),
+                            max_inflight=cap, timeout=timeout or P['tx_timeout_s'], teardown=td, **self.bed.load_options())
+    m = dict(res.metrics)
+    rows = res.rows
+    w0 = rows.filter(~pl.col('warmup'))['intended_s'].min()
+    if w0 is not None:   # steady-state throughput: commits inside the window (a short window's drain would bias ok / (last commit - first send))
+        n = rows.filter(pl.col('ok') & (pl.col('committed_s') >= w0) & (pl.col('committed_s') < w0 + pt['seconds'])).height
+        m['tps_window'] = (n / pt['seconds'], 'tx/s committed inside the measured window (any send time) / its length')
+        tb = block_tps(rows, w0, w0 + pt['seconds'])   # beside tps_window, to compare their noise (the claims use tps_window)
+        if tb is not None: m['tps_blocks'] = (tb, 'tx/s of the blocks committed in the window after its first block, over the time from its first to its last block')
+    tl = block_tps(rows, -math.inf, math.inf)   # the calibration's capacity: a load above it keeps Fabric saturated from its first block to its last
+    if tl is not None: m['tps_load_blocks'] = (tl, 'tx/s of the whole load (warm-up, window, drain): its blocks after the first, over the time from its first to its last block')
+    g = backlog_growth(rows)
+    if g is not None: m['backlog_growth_s'] = (g, "s: median latency of the window's last third of sends minus its first third (> 0: a backlog builds)")
+    if m['ok'][0] == 0: m = {k: v for k, v in m.items() if not k.startswith('latency_')}   # nothing committed: no latency
+    shed = m.get('failed_inflight_cap', (0.0, ''))[0]
+    m['shed'] = (shed, f'tx not sent: {cap} in flight (in-flight cap = rate x {P["inflight_s"]:g} s)')
+    m['gen_lagged'] = (float(res.flags.get('dispatch_lagged', False)), "flag: 1 = rk-load dispatched a tx later than 1/rate after its time (the generator's own shortfall)")
+    ws, we = t_launch + P['warmup_s'], t_launch + P['warmup_s'] + pt['seconds']
+    frame = mon.frame()
+    cpu = _window_cpu(frame, ws, we)
+    if len(cpu) == len(inst):
+        m['fabric_cpu_cores'] = (sum(cpu.values()), 'cores (all Fabric containers, cgroup cpuacct, measured window)')
+        for role in ROLES: m[f'cpu_cores_{role}'] = (sum(v for k, v in cpu.items() if net.nodes[k].role == role), f'cores ({role} containers)')
+        if m.get('tps_window', (0,))[0] > 0:
+            m['fabric_cpu_ms_per_tx'] = (1000 * m['fabric_cpu_cores'][0] / m['tps_window'][0], 'ms of Fabric CPU per committed tx')
+    if pt['runtime'] == 'runsc':
+        for cls, v in _window_classes(mon.classes(), ws, we).items(): m[f'class_{cls}_cores'] = (v, f'cores of runsc {cls} processes (all containers)')
+    for role, c in q.items(): m[f'quota_{role}'] = (c, 'cores (CFS quota per container)')
+    if idle:   # the other runtime's network shares the Fabric CPUs while this one is loaded: what it took is recorded
+        m['idle_network_cpu_cores'] = ((self.others_cpu_s(pt['runtime']) - idle0) / (time.monotonic() - t_idle),
+                                       "cores used by the other runtime's network during this load (frozen: ~0; unfrozen, runsc's idle network took 0.08-0.14)")
+    m.update(mon.metrics())
+    if series: self._series(pt, rep, mon, ws)
+    return m
 
-    def _series(self, pt:dict, rep:int, mon, ws:float):
-        "CPU over time of every Fabric container (and, under runsc, per process class) as records of experiment `cpu_series` (t: s from the window's start)."
-        base = {k: pt[k] for k in ('role', 'runtime', 'stands_in_for', 'budget', 'pcpu', 'rate', 'rate_unit') if k in pt}
-        rows = [(r, 'all') for r in downsample(mon.frame(), SERIES_EVERY).iter_rows(named=True)] + \
-               [(r, r['class']) for r in mon.classes().iter_rows(named=True)]
-        self.run.record_batch('cpu_series', [({**base, 'container': r['container'], 'class': cls, 't': round(r['t'] - ws, 3)}, rep,
-                                              {'cpu_cores_series': (r['cpu_cores'], 'cores')})
-                                             for r, cls in rows if r['cpu_cores'] is not None and math.isfinite(r['cpu_cores'])])
+@patch
+def _series(self:Bench, pt:dict, rep:int, mon, ws:float):
+    "CPU over time of every Fabric container (and, under runsc, per process class) as records of experiment `cpu_series` (t: s from the window's start)."
+    base = {k: pt[k] for k in ('role', 'runtime', 'stands_in_for', 'budget', 'pcpu', 'rate', 'rate_unit') if k in pt}
+    rows = [(r, 'all') for r in downsample(mon.frame(), SERIES_EVERY).iter_rows(named=True)] + \
+           [(r, r['class']) for r in mon.classes().iter_rows(named=True)]
+    self.run.record_batch('cpu_series', [({**base, 'container': r['container'], 'class': cls, 't': round(r['t'] - ws, 3)}, rep,
+                                          {'cpu_cores_series': (r['cpu_cores'], 'cores')})
+                                         for r, cls in rows if r['cpu_cores'] is not None and math.isfinite(r['cpu_cores'])])
+
+# %% ../../nbs/64_hlf_kata.ipynb #c010
+SERIES_EVERY = 1.0   # s: bins of the CPU-over-time records (one point per runtime)
+CARRIED = 0.97       # a calibration that commits at least this share of its offered rate only bounds the capacity from below
+CALIBRATION_LOADS = 3   # a calibration that commits fewer than two blocks (a cold chaincode) is loaded again, at most this often
+RATE_CHECKS = 3      # loads of the rate to offer, at the calibration's budget, before the sweep: each RATE_STEP x the one before until one is carried
+RATE_STEP = 0.8
+HEADROOM = 1.25      # a check loads this much more than the rate it would set: this VM's speed drifts by ~25 % in phases of seconds
+BACKLOG_S = 0.5      # s: a load whose latency grows by more than this from the first third of its window's sends to the last builds a backlog
+
+def _window_cpu(frame:pl.DataFrame, t0:float, t1:float) -> dict[str, float]:
+    "Container -> mean cores over [t0, t1] of the monitor's series (Δcpu_s / Δt between the first and last sample inside)."
+    out = {}
+    w = frame.filter((pl.col('state') == 'ok') & (pl.col('t') >= t0) & (pl.col('t') <= t1)).sort('container', 't')
+    for (c,), g in w.group_by('container', maintain_order=True):
+        if g.height >= 2 and g['t'][-1] > g['t'][0]: out[c] = (g['cpu_s'][-1] - g['cpu_s'][0]) / (g['t'][-1] - g['t'][0])
+    return out
+
+def _window_classes(classes:pl.DataFrame, t0:float, t1:float) -> dict[str, float]:
+    "Process class (runsc: sentry, gofer, app) -> cores over [t0, t1], summed over the containers (mean of each container's per-pass rates)."
+    w = classes.filter((pl.col('t') >= t0) & (pl.col('t') <= t1) & pl.col('cpu_cores').is_not_null())
+    if w.is_empty(): return {}
+    per = w.group_by('container', 'class').agg(pl.col('cpu_cores').mean())
+    return {r['class']: r['cpu_cores'] for r in per.group_by('class').agg(pl.col('cpu_cores').sum()).iter_rows(named=True)}
+
+def block_tps(rows:pl.DataFrame, t0:float, t1:float) -> float|None:
+    "Block-aligned TPS over [t0, t1) from rk-load's rows: the committed tx of the blocks after the first block committed in the window up to the last, over the time between those two blocks' commits (a block's time: its first commit seen); None with fewer than two blocks."
+    ok = rows.filter(pl.col('ok') & pl.col('block').is_not_null() & pl.col('committed_s').is_not_null())
+    b = ok.group_by('block').agg(pl.len().alias('n'), pl.col('committed_s').min().alias('t')).filter((pl.col('t') >= t0) & (pl.col('t') < t1)).sort('t')
+    if b.height < 2 or b['t'][-1] <= b['t'][0]: return None
+    return float(b['n'][1:].sum()) / (b['t'][-1] - b['t'][0])
+
+def backlog_growth(rows:pl.DataFrame) -> float|None:
+    "Median latency of the committed tx sent in the last third of the measured window minus that of the first third (s; rk-load's rows): about 0 when the load is carried, growing with the window when a backlog builds; None with fewer than 6 commits."
+    w = rows.filter(~pl.col('warmup') & pl.col('ok') & pl.col('committed_s').is_not_null())
+    if w.height < 6: return None
+    t0, t1 = w['intended_s'].min(), w['intended_s'].max()
+    lat = lambda e: w.filter(e).select((pl.col('committed_s') - pl.col('intended_s')).median()).item()
+    a, b = lat(pl.col('intended_s') <= t0 + (t1 - t0) / 3), lat(pl.col('intended_s') >= t1 - (t1 - t0) / 3)
+    return None if a is None or b is None else float(b - a)
+
+def carried(m:dict) -> bool:
+    "Whether a load's metrics say it was carried: nothing shed, at least CARRIED of the window's tx committed, no backlog building (growth <= BACKLOG_S)."
+    sent = m.get('sent', (0.0,))[0]
+    return (m.get('shed', (0.0,))[0] == 0 and sent > 0 and m.get('ok', (0.0,))[0] >= CARRIED * sent
+            and m.get('backlog_growth_s', (math.inf,))[0] <= BACKLOG_S)
+
+def sets_rates(P:dict, pt:dict) -> bool:
+    "Whether calibration point `pt` is of the runtime whose capacity sets every offered rate (native's for `capacity`, the secure one's for `secure_capacity`)."
+    return (P['rate_unit'] == 'capacity' and pt.get('role', 'native') == 'native') or (P['rate_unit'] == 'secure_capacity' and pt.get('role') == 'secure')
 
 # %% ../../nbs/64_hlf_kata.ipynb #c010s2
 def measure_fn(experiment:str, P:dict, bench:Bench):
@@ -598,6 +610,7 @@ def decide_mean(xs:list[float], band, label:str):
     "Verdict on the geometric mean of per-repetition ratios: the t interval of their mean log (`claims.Ratio`), so no bound is ≤ 0 (until 2026-11-28 an arithmetic t interval: 'TPS secure/native 0.13 [95 % CI −0.44–0.71]')."
     return Ratio.of(xs).decide(band, label)
 
+# %% ../../nbs/64_hlf_kata.ipynb #c012b
 def _budgets(df:pl.DataFrame, experiment:str, role:str|None=None) -> list[float]:
     s = select(df, None, experiment=experiment, **({'role': role} if role else {}))
     return sorted(s['budget'].unique().to_list()) if s.height and 'budget' in s.columns else []
@@ -950,13 +963,7 @@ def notes(df:pl.DataFrame) -> list[str]:
         out += [f"### Fig. 4 on this testbed (secure = {sec}; medians)", '', *markdown_table(f4.columns, f4.rows()), '']
     return out
 
-# %% ../../nbs/64_hlf_kata.ipynb #c019
-def preflight(P:dict, inventory) -> None:
-    "Checks the CLI runs before anything starts: the vCPU pairs within their budgets, on a local testbed every budget within the Fabric cpuset and this machine's cores, and what the testbed's bed needs (`ledger.beds.preflight`)."
-    check_params(P)
-    if inventory.kind == 'local': check_host(P, node_limits(LocalNode()))
-    bed_preflight(inventory)   # what the testbed's bed needs (on a cluster: the Fabric image)
-
+# %% ../../nbs/64_hlf_kata.ipynb #c019t
 def tool_versions(node=None) -> dict:
     "Fabric's and rk-load's versions, for provenance (the runtimes' versions, or a cluster's classes, are the bed's: `ledger.beds`)."
     out = {'fabric': FABRIC_VERSION, 'paper_fabric': PAPER_FABRIC[:60]}

@@ -491,6 +491,7 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
                             outdir, 'hook_firings')
     return paths
 
+# %% ../../nbs/63_lsm_bpf.ipynb #c017n
 def notes(df:pl.DataFrame) -> list[str]:
     "Markdown for the report: Table 2, ns per hooked call, hook firings, and what each mechanism is."
     out = []

@@ -8,7 +8,7 @@ Docs: https://researchkit.github.io/researchkit/capabilities.html.md"""
 from __future__ import annotations
 import os, re, json, shlex, html, hashlib, secrets, subprocess, pathlib
 from dataclasses import dataclass, asdict
-from ..core import ResearchkitError, NotMeasurable, current_run_id, cache_dir
+from ..core import ResearchkitError, NotMeasurable, current_run_id, cache_dir, asset
 from ..teardown import Teardown
 from .nodes import Node, Result
 from .tools import compile_bpf
@@ -216,42 +216,7 @@ BPF_PROG_TYPES = {  # item: (BPF_PROG_TYPE_*, expected attach type, BTF attach t
     'lsm': (29, 27, 'file_open'),            # BPF_LSM_MAC (libbpf prefixes bpf_lsm_)
 }
 
-_BPF_SCRIPT = r'''
-import ctypes, json, os, errno, sys
-T = json.loads(sys.argv[1]); out = {}
-try: lib = ctypes.CDLL('libbpf.so.1', use_errno=True)
-except OSError as e: print(json.dumps({'error': f'cannot load libbpf.so.1: {e}'})); sys.exit(0)
-class Opts(ctypes.Structure):  # struct bpf_prog_load_opts (libbpf 1.x, up to log_buf)
-    _fields_ = [('sz', ctypes.c_size_t), ('attempts', ctypes.c_int), ('expected_attach_type', ctypes.c_uint),
-                ('prog_btf_fd', ctypes.c_uint32), ('prog_flags', ctypes.c_uint32), ('prog_ifindex', ctypes.c_uint32),
-                ('kern_version', ctypes.c_uint32), ('attach_btf_id', ctypes.c_uint32), ('attach_prog_fd', ctypes.c_uint32),
-                ('attach_btf_obj_fd', ctypes.c_uint32), ('fd_array', ctypes.c_void_p), ('func_info', ctypes.c_void_p),
-                ('func_info_cnt', ctypes.c_uint32), ('func_info_rec_size', ctypes.c_uint32), ('line_info', ctypes.c_void_p),
-                ('line_info_cnt', ctypes.c_uint32), ('line_info_rec_size', ctypes.c_uint32), ('log_level', ctypes.c_uint32),
-                ('log_size', ctypes.c_uint32), ('log_buf', ctypes.c_void_p)]
-lib.libbpf_probe_bpf_prog_type.argtypes = [ctypes.c_int, ctypes.c_void_p]
-lib.libbpf_find_vmlinux_btf_id.argtypes = [ctypes.c_char_p, ctypes.c_int]
-lib.bpf_prog_load.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(Opts)]
-insns = (ctypes.c_uint64 * 2)(0xb7, 0x95)  # r0 = 0; exit
-def name(e): return f"{errno.errorcode.get(e, e)} ({os.strerror(e)})"
-for item, (pt, at, target) in T.items():
-    r = lib.libbpf_probe_bpf_prog_type(pt, None)
-    if r == 1: out[item] = [True, 'libbpf_probe_bpf_prog_type: supported']; continue
-    why = [f'libbpf_probe_bpf_prog_type returned {r}' + (f' ({name(-r)})' if r < 0 else '')]
-    o = Opts(); o.sz = ctypes.sizeof(Opts); o.expected_attach_type = at
-    log = ctypes.create_string_buffer(4096); o.log_level, o.log_size, o.log_buf = 1, 4096, ctypes.addressof(log)
-    if target:
-        bid = lib.libbpf_find_vmlinux_btf_id(target.encode(), at)
-        if bid < 0: why.append(f'no BTF id for {target}: {name(-bid)}')
-        else: o.attach_btf_id = bid
-    fd = lib.bpf_prog_load(pt, b'rk_probe', b'GPL', insns, 2, ctypes.byref(o))
-    if fd >= 0: os.close(fd); why.append('but a try-load succeeded')
-    else:
-        v = ' '.join(log.value.decode(errors='replace').split())[-200:]
-        why.append(f"try-load{' (attach ' + target + ')' if target else ''}: {name(-fd)}" + (f'; verifier: {v}' if v else '; empty verifier log'))
-    out[item] = [fd >= 0, '; '.join(why)]
-print(json.dumps(out))
-'''
+_BPF_SCRIPT = asset('testbed/assets/bpf_probe.py.in')   # the BPF capability probe: researchkit/testbed/assets/bpf_probe.py.in
 
 _LSM_SCRIPT = r'''
 if [ -r /sys/kernel/security/lsm ]; then echo 'src=/sys/kernel/security/lsm'; cat /sys/kernel/security/lsm; echo; exit 0; fi

@@ -8,6 +8,7 @@ Docs: https://researchkit.github.io/researchkit/ssh.html.md"""
 from __future__ import annotations
 import os, re, time, shlex, socket, getpass, threading, tempfile, subprocess, pathlib, html, stat
 import paramiko
+from fastcore.basics import patch
 from ..core import ResearchkitError, current_run_id, host_lock
 from ..teardown import Teardown
 from .nodes import Node, NetnsNode, Proc, Result, CommandTimeout, exec_line
@@ -156,33 +157,37 @@ class SSHNode(Node):
 
     def _transport(self) -> paramiko.Transport: return self._connect().get_transport()
 
-    def _sftp_client(self) -> paramiko.SFTPClient:
-        with self._lock:
-            cl = self._connect()
-            if self._sftp is None or self._sftp.get_channel().closed: self._sftp = cl.open_sftp()
-            return self._sftp
-
-    def _drop(self):
-        "Forget the current connection (after an error or on close)."
-        for x in (self._sftp, self._client):
-            try:
-                if x is not None: x.close()
-            except Exception: pass
-        self._sftp = self._client = None
-
     @property
     def connected(self) -> bool:
         t = self._client.get_transport() if self._client else None
         return bool(t and t.is_active())
 
-    def close(self):
-        "Close the connection (and any jump hosts this node made from ssh config); the node reconnects on next use."
-        with self._lock:
-            self._drop()
-            for j in reversed(self._own_jumps): j.close()
-
     def __enter__(self): return self
     def __exit__(self, *exc): self.close(); return False
+
+# %% ../../nbs/11_ssh.ipynb #c010s1p1
+@patch
+def _sftp_client(self:SSHNode) -> paramiko.SFTPClient:
+    with self._lock:
+        cl = self._connect()
+        if self._sftp is None or self._sftp.get_channel().closed: self._sftp = cl.open_sftp()
+        return self._sftp
+
+@patch
+def _drop(self:SSHNode):
+    "Forget the current connection (after an error or on close)."
+    for x in (self._sftp, self._client):
+        try:
+            if x is not None: x.close()
+        except Exception: pass
+    self._sftp = self._client = None
+
+@patch
+def close(self:SSHNode):
+    "Close the connection (and any jump hosts this node made from ssh config); the node reconnects on next use."
+    with self._lock:
+        self._drop()
+        for j in reversed(self._own_jumps): j.close()
 
 # %% ../../nbs/11_ssh.ipynb #c012
 def _pump(chan:paramiko.Channel, data:bytes|None, deadline:float, out:bytearray, err:bytearray) -> bool:

@@ -7,7 +7,7 @@ Docs: https://researchkit.github.io/researchkit/webapp.html.md"""
 # %% ../../nbs/34_webapp.ipynb #c003
 from __future__ import annotations
 import hashlib, json, re, shlex
-from ..core import ConfigError, ResearchkitError, cache_dir
+from ..core import ConfigError, ResearchkitError, cache_dir, asset
 from ..testbed.nodes import Node, LocalNode
 
 # %% auto #0
@@ -20,71 +20,9 @@ __all__ = ['MATRIX_N', 'IO_CYCLES', 'CPU_PHP', 'IO_PHP', 'DOCROOT', 'SITES_DIR',
 MATRIX_N = 100    # the study: two 100 × 100 matrices per GET
 IO_CYCLES = 5000  # the study: 5000 open/write/delete cycles per GET
 
-CPU_PHP = r'''<?php
-// researchkit runtimes-web, CPU endpoint: each GET multiplies two N x N matrices (naive triple loop).
-// ?seed=S (integer >= 0, default 0) changes the matrices; the reply carries a sum and an MD5 of the product.
-$t0 = hrtime(true);
-$n = __N__;
-$seed = isset($_GET['seed']) ? max(0, intval($_GET['seed'])) % 1000000 : 0;
-$a = [];
-$b = [];
-for ($i = 0; $i < $n; $i++) {
-    for ($j = 0; $j < $n; $j++) {
-        $a[$i][$j] = ($i * 31 + $j * 17 + $seed) % 97;
-        $b[$i][$j] = ($i * 13 + $j * 29 + 2 * $seed) % 89;
-    }
-}
-$c = [];
-for ($i = 0; $i < $n; $i++) {
-    for ($j = 0; $j < $n; $j++) {
-        $s = 0;
-        for ($k = 0; $k < $n; $k++) {
-            $s += $a[$i][$k] * $b[$k][$j];
-        }
-        $c[$i][$j] = $s;
-    }
-}
-$t1 = hrtime(true);
-$rows = [];
-$sum = 0;
-foreach ($c as $row) {
-    $rows[] = implode(',', $row);
-    $sum += array_sum($row);
-}
-header('Content-Type: application/json');
-header('Cache-Control: no-store');
-echo json_encode(['endpoint' => 'cpu', 'n' => $n, 'seed' => $seed, 'sum' => $sum, 'md5' => md5(implode(';', $rows)),
-                  'server_s' => ($t1 - $t0) / 1e9, 'pid' => getmypid()]), "\n";
-'''
+CPU_PHP = asset('workloads/assets/cpu.php')   # the CPU endpoint: researchkit/workloads/assets/cpu.php
 
-IO_PHP = r'''<?php
-// researchkit runtimes-web, I/O endpoint: each GET, CYCLES times: open a text file, write its content to a new
-// file, delete it. The new files go to the temporary directory (the container's own writable layer).
-$t0 = hrtime(true);
-$cycles = __CYCLES__;
-$src = __DIR__ . '/input.txt';
-$prefix = sys_get_temp_dir() . '/rkio-' . getmypid() . '-';
-$bytes = 0;
-header('Content-Type: application/json');
-header('Cache-Control: no-store');
-for ($i = 0; $i < $cycles; $i++) {
-    $text = file_get_contents($src);
-    $dst = $prefix . $i . '.txt';
-    if ($text === false || file_put_contents($dst, $text) !== strlen($text) || !unlink($dst)) {
-        $err = error_get_last();
-        @unlink($dst);
-        http_response_code(500);
-        echo json_encode(['endpoint' => 'io', 'error' => $err ? $err['message'] : 'short write', 'cycle' => $i]), "\n";
-        exit;
-    }
-    $bytes += strlen($text);
-}
-$t1 = hrtime(true);
-$left = glob($prefix . '*');
-echo json_encode(['endpoint' => 'io', 'cycles' => $cycles, 'bytes' => $bytes, 'file_bytes' => strlen($text),
-                  'left' => $left === false ? -1 : count($left), 'dir' => sys_get_temp_dir(),
-                  'server_s' => ($t1 - $t0) / 1e9, 'pid' => getmypid()]), "\n";
-'''
+IO_PHP = asset('workloads/assets/io.php')   # the I/O endpoint: researchkit/workloads/assets/io.php
 
 def cpu_php(n:int=MATRIX_N) -> str:
     "The CPU endpoint's source for `n` × `n` matrices."
