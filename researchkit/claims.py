@@ -14,11 +14,11 @@ from .core import ConfigError, NotMeasurable, markdown_table
 from .results.records import NOT_MEASURABLE
 
 # %% auto #0
-__all__ = ['STATUSES', 'CONFIDENCE', 'EVAL_SCHEMA', 'MIN_REPETITIONS', 'MAX_NEEDED', 'Verdict', 'verdict', 'Finer', 'Claim',
-           'evaluate', 'select', 'summarize', 'not_measurable_reason', 'iqr', 'geomean', 'level_at', 'looks', 'level',
-           'num', 'pct', 't_cdf', 't_quantile', 't_interval', 'log_t_interval', 'welch_log_interval', 'needed_n',
-           'Band', 'at_least', 'at_most', 'within', 'decide', 'all_hold', 'Ratio', 'ratio', 'collecting', 'optional',
-           'ratio_text', 'claims_markdown']
+__all__ = ['STATUSES', 'CONFIDENCE', 'EVAL_SCHEMA', 'MIN_REPETITIONS', 'MAX_NEEDED', 'REP_KEY', 'Verdict', 'verdict', 'Finer',
+           'Claim', 'evaluate', 'select', 'summarize', 'not_measurable_reason', 'iqr', 'geomean', 'level_at', 'looks',
+           'level', 'num', 'pct', 't_cdf', 't_quantile', 't_interval', 'log_t_interval', 'welch_log_interval',
+           'needed_n', 'Band', 'at_least', 'at_most', 'within', 'decide', 'all_hold', 'Ratio', 'ratio', 'collecting',
+           'optional', 'ratio_text', 'per_repetition', 'spread', 'ratio_interval', 'agreement', 'claims_markdown']
 
 # %% ../nbs/50_claims.ipynb #c004
 STATUSES = ('reproduced', 'refuted', 'inconclusive', 'not measurable')
@@ -435,6 +435,45 @@ def optional(check:Callable, *args, **kw):
 def ratio_text(label:str, r:Ratio|None) -> str:
     "`r.text(label)`, or '<label>: no data' for an optional ratio that was not measurable (None)."
     return f"{label}: no data" if r is None else r.text(label)
+
+# %% ../nbs/50_claims.ipynb #c018b
+REP_KEY = pl.format('{}/{}', 'campaign', 'repetition')   # a repetition of one campaign: what `ratio_interval` pairs
+
+def per_repetition(s:pl.DataFrame, by:list[str], how=pl.col('value').median()) -> pl.DataFrame:
+    "One value per `by` × repetition (of each campaign in `s`: a report may pool two), then median, min, max and n over them; `reps` pairs each value with its campaign and repetition (`ratio_interval`)."
+    r = s.group_by(*by, 'campaign', 'repetition').agg(how.alias('v'))
+    return r.group_by(*by).agg(pl.col('v').median().alias('med'), pl.col('v').min().alias('lo'), pl.col('v').max().alias('hi'), pl.len().alias('n'),
+                               pl.col('v').sort().alias('vals'), pl.struct(REP_KEY.alias('rep'), 'v').alias('reps')).sort(*by)
+
+def spread(s:pl.DataFrame, by:list[str], col:str='value') -> pl.DataFrame:
+    "Median, min, max and n of `col` per `by` (every row one measurement), in the order of `by` (a figure drawn from it is the same file every time); `reps`: each repetition's geometric mean (several connection counts, say) with its campaign and repetition (`ratio_interval`)."
+    reps = (s.filter(pl.col(col) > 0).group_by(*by, 'campaign', 'repetition').agg(pl.col(col).log().mean().exp().alias('v')).with_columns(REP_KEY.alias('rep'))
+             .group_by(*by).agg(pl.struct('rep', 'v').alias('reps')))
+    return (s.group_by(*by).agg(pl.col(col).median().alias('med'), pl.col(col).min().alias('lo'), pl.col(col).max().alias('hi'), pl.len().alias('n'),
+                                pl.col(col).sort().alias('vals')).join(reps, on=by, how='left').sort(*by))
+
+def ratio_interval(a:dict, b:dict) -> tuple[float, float, float]:
+    """(estimate, low, high): the ratio of `a`'s values to `b`'s (each a row of `per_repetition` or `spread`) and its interval at
+    `CONFIDENCE`, Student's t on the log scale — paired by repetition (`reps`) where at least `MIN_REPETITIONS` repetitions
+    measured both, else Welch's over the two sets of values (`vals`); (estimate, -inf, inf) with fewer values."""
+    ra, rb = ({r['rep']: r['v'] for r in (x.get('reps') or []) if r['v'] and r['v'] > 0} for x in (a, b))
+    common = sorted(set(ra) & set(rb))
+    if len(common) >= MIN_REPETITIONS: return log_t_interval([ra[k] / rb[k] for k in common], CONFIDENCE)
+    return welch_log_interval([v for v in a['vals'] if v > 0], [v for v in b['vals'] if v > 0], CONFIDENCE)
+
+def agreement(what:str, a:dict|None, b:dict|None, band:Band, versus:str) -> tuple[bool|None, str]:
+    """Do two methods measure the same thing? (True: agrees, False: disagrees, None: undecided; text): the interval of `a`'s
+    `what` over `b`'s (`ratio_interval`) inside `band` (the attribution's tolerance) agrees; reaching past it and leaving out 1,
+    disagrees; otherwise, or with no interval, undecided. `versus` names `b` in the text ("the closed loop's"); (None, '') when
+    either is missing."""
+    if a is None or b is None or not a['vals'] or not b['vals']: return None, ''
+    est, lo, hi = ratio_interval(a, b)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        n = min(len(a['vals']), len(b['vals']))
+        return None, f"{what} undecided ({est:.2f} × {versus}; {n} value{'s' if n > 1 else ''}, no interval)"
+    ok = True if band.low <= lo and hi <= band.high else False if lo > 1 or hi < 1 else None
+    word = {False: 'disagrees', True: 'agrees', None: 'undecided'}[ok]
+    return ok, f"{what} {word} ({est:.2f} [{lo:.2f}–{hi:.2f}] × {versus})"
 
 # %% ../nbs/50_claims.ipynb #c014
 _BADGE = {'reproduced': '✅ reproduced', 'refuted': '❌ refuted', 'inconclusive': '🟡 inconclusive', 'not measurable': '⚪ not measurable'}

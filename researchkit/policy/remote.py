@@ -94,10 +94,10 @@ sys.stdout.write(out.decode())
 """
 
 def package_tar() -> tuple[str, bytes]:
-    "(content hash, tar.gz bytes) of researchkit's Python files."
+    "(content hash, tar.gz bytes) of researchkit's Python files and the asset files they build or run (`core.asset`)."
     import researchkit
     root = pathlib.Path(researchkit.__file__).resolve().parent
-    files = sorted(p for p in root.rglob('*.py') if '__pycache__' not in p.parts)
+    files = sorted(p for p in root.rglob('*') if p.is_file() and '__pycache__' not in p.parts and (p.suffix == '.py' or 'assets' in p.relative_to(root).parts))
     h = hashlib.sha256()
     for p in files: h.update(str(p.relative_to(root.parent)).encode() + b'\0' + p.read_bytes())
     buf = io.BytesIO()

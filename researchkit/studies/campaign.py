@@ -19,22 +19,10 @@ from .contract import Study, REPRODUCTION_PROFILE, RUN_PARAMETERS, check_testbed
 from .catalog import get_study, load_params
 from .contract import study_notes
 from ..testbed.inventory import Testbed, load_inventory
-
-def _matches(experiment:str, point:dict, flt:dict) -> bool:
-    "Does the point of `experiment` match a claim's `needs` filter (keys: 'experiment' and point fields; a list: any of)?"
-    for k, v in flt.items():
-        x = experiment if k == 'experiment' else point.get(k, _MISSING)
-        if x is _MISSING: return False
-        if isinstance(v, (list, tuple, set)):
-            if x not in v: return False
-        elif x != v: return False
-    return True
-
-_MISSING = object()
-REFINE_ROUNDS = 4   # at most this many refinement rounds (`Campaign.adapt`): each halves a cell (in its scale); a study stops asking once its cells are as fine as it needs
+from .adaptive import adapt as adaptive_rounds
 
 # %% auto #0
-__all__ = ['REFINE_ROUNDS', 'resolve_params', 'custom_fields', 'recorded_custom', 'output_dirs', 'Campaign']
+__all__ = ['resolve_params', 'custom_fields', 'recorded_custom', 'output_dirs', 'Campaign']
 
 # %% ../../nbs/59_campaign.ipynb #c005
 def _required(schema:dict) -> list[str]:
@@ -285,154 +273,10 @@ def _run_rows(self:Campaign, wall:float, setup:float) -> list[dict]:
 # %% ../../nbs/59_campaign.ipynb #c008p2
 @patch
 def adapt(self:Campaign) -> list[str]:
-    """Adaptive rounds, while a claim is inconclusive: first **refinement** — where the grid's resolution alone leaves a verdict
-    open (`Verdict.finer`), the points between the grid's values that would narrow it, each at every repetition its curve has
-    (marked `'refine': True`; one point at a time, all its repetitions in a row) — then **repetitions**: the points a claim with
-    `needs` depends on, as many more times as the cheapest open claim's `needed` asks (within the budget) — until every such claim is decided, the points reach `max_repetitions`, or the next round would
-    end past `budget_min` (a refinement's cost is its neighbours' on the curve: the longest each took). Refinement goes claim by
-    claim, in order, as far as the budget takes it. Each round and each stop are recorded with their reason (experiment
-    'adaptive'); returns the reasons."""
-    self._need_measuring('adapt')
-    maxr, budget = self.P.get('max_repetitions'), self.P.get('budget_min')
-    if not maxr: return []
-    claims, log, rnd, refined, told = [c for c in self.study.claims() if c.needs], [], 0, 0, set()
-    last = None   # (points, seconds) of the last repetition round: the points an undecided claim needs are rarely the average ones
-    t0 = self._t0 if self._t0 is not None else time.perf_counter()
-    spent = lambda: time.perf_counter() - (self._t_first or t0)   # the budget counts measuring, not setup
-    def note(point, metrics, text):
-        log.append(text); print(f"adaptive: {text}")
-        self.record('adaptive', point, metrics, note=text)
-    while True:
-        table = evaluate(claims, self.records())
-        undecided = table.filter(pl.col('status') == 'inconclusive')
-        if undecided.is_empty():
-            note({'round': rnd, 'stop': 'decided'}, {'rounds': (rnd, 'count')}, 'stopped: every claim with repetitions to add is decided'); break
-        coarse, allowed = undecided.filter(pl.col('finer').is_not_null()), self.P.get('refine_claims')
-        held = [] if allowed is None else [i for i in coarse['id'] if i not in allowed]
-        mine = coarse.filter(~pl.col('id').is_in(held))
-        todo, skipped = self._finer_within(mine, None if budget is None else budget * 60 - spent()) if refined < REFINE_ROUNDS else ([], [])
-        if held and 'held' not in told:
-            told.add('held')
-            note({'round': rnd, 'refine': True, 'skip': 'refine_claims'}, {'claims': (len(held), 'count')},
-                 f"claim{'s' if len(held) > 1 else ''} {', '.join(held)}: open for the grid's resolution, not refined (refine_claims: {', '.join(allowed)})")
-        for cid, cost in skipped:
-            if cid in told: continue
-            told.add(cid)
-            note({'round': rnd, 'refine': True, 'skip': cid}, {'estimated_s': (cost, 's')},
-                 f"claim {cid}: its points between the grid's (~{cost:.0f} s) would end past the budget ({spent() / 60:.1f} of {budget:g} min spent): not refined")
-        if todo:
-            rnd, refined = rnd + 1, refined + 1
-            cost = sum(c for *_, c in todo)
-            note({'round': rnd, 'refine': True}, {'points': (len(todo), 'count'), 'estimated_s': (cost, 's')},
-                 f"round {rnd}: between the grid's values, for claim{'s' if len({t[0] for t in todo}) > 1 else ''} "
-                 + '; '.join(f"{cid}: {why}: {', '.join(f'{k} {v:g}' for k, v in s.items())} ({n} repetitions)" for cid, e, p, n, why, s, _ in todo))
-            for cid, e, p, n, why, s, _ in todo:   # one point at a time, its repetitions in a row: one server for them
-                _, fn, _ = self._swept[e]
-                self.sweep(e, [p], fn, repetitions=n)
-            continue
-        hopeless = undecided.filter(pl.col('needed').is_null() | (pl.col('needed') > maxr))
-        if hopeless.height and 'hopeless' not in told:
-            told.add('hopeless')
-            note({'round': rnd, 'skip': 'hopeless'}, {'claims': (hopeless.height, 'count')},
-                 'not repeated (the interval would not close within max_repetitions): '
-                 + '; '.join(f"{r['id']} needs ~{r['needed'] or '∞'}" for r in hopeless.iter_rows(named=True)))
-        undecided = undecided.filter(pl.col('needed').is_not_null() & (pl.col('needed') <= maxr))
-        if undecided.is_empty():
-            note({'round': rnd, 'stop': 'undecidable'}, {'rounds': (rnd, 'count')},
-                 f"stopped: the claims still undecided would need more than {maxr} repetitions (max_repetitions)"); break
-        ids = undecided['id'].to_list()
-        todo = self._points_for([c for c in claims if c.id in ids], maxr)
-        if not todo:
-            note({'round': rnd, 'stop': 'max_repetitions'}, {'rounds': (rnd, 'count')},
-                 f"stopped: claims {', '.join(ids)} still undecided but their points have {maxr} repetitions (max_repetitions)"); break
-        n_todo = sum(len(ps) for ps in todo.values())
-        # a round's cost: what the previous round took per point, else what each of these points took when swept (a mean over
-        # the experiment's points counted the instant not-measurable ones: cni-net's MPI round was estimated at 51 s and took 97)
-        per_rep = (last[1] / last[0] * n_todo if last else
-                   sum(self._point_secs.get((e, point_key(self.study.name, e, p)), self._point_s(e)) for e, ps in todo.items() for p, _ in ps))
-        # every look costs interval width (`claims.level_at`), so a round goes as far as the cheapest open claim's `needed`
-        # (solved at that count and the next look's level), not one repetition at a time; the budget caps it
-        have = min(r for ps in todo.values() for _, r in ps)
-        k = min(maxr, max(have + 1, int(undecided['needed'].min()))) - have
-        if budget is not None: k = min(k, int((budget * 60 - spent()) // max(per_rep, 1e-9)))
-        cost = per_rep * max(k, 1)
-        if k < 1:
-            note({'round': rnd, 'stop': 'budget'}, {'rounds': (rnd, 'count'), 'spent_s': (spent(), 's')},
-                 f"stopped: claims {', '.join(ids)} still undecided; the next round (~{cost:.0f} s) would end past the budget "
-                 f"({spent() / 60:.1f} of {budget:g} min spent)"); break
-        rnd += 1
-        why = '; '.join(f"{r['id']}: {r['reason']}" for r in undecided.iter_rows(named=True))
-        note({'round': rnd}, {'points': (n_todo, 'count'), 'added': (k, 'count'), 'estimated_s': (cost, 's')},
-             f"round {rnd}: +{k} repetition{'s' if k > 1 else ''} of {n_todo} points ({', '.join(f'{e} {len(ps)}' for e, ps in todo.items())}) for undecided claims {why}")
-        t_round = time.perf_counter()
-        for e, ps in todo.items():
-            points, fn, (shuffled, pair) = self._swept[e]
-            self.sweep(e, [p for p, _ in ps], fn, repetitions=min(r for _, r in ps) + k, shuffle=shuffled, pair=pair)
-        last = (n_todo * k, time.perf_counter() - t_round)
-    return log
-
-@patch
-def _finer_within(self:Campaign, undecided:pl.DataFrame, left_s:float|None) -> tuple[list, list]:
-    """The `Finer` points of the claims in `undecided` (rows of the claims table) not yet measured at every repetition of their curve, claim by claim while their cost
-    fits `left_s` (None: no budget): ([(claim id, experiment, point, repetitions, why, set, seconds)], [(claim id, seconds) of the
-    claims that did not fit]). A point is a swept point of the curve with the `Finer`'s values and `'refine': True`; its cost,
-    the longest one measurement of its neighbours on the curve took in this process (else the experiment's mean), per repetition."""
-    df, out, skipped, taken = self.records(), [], [], set()
-    for r in undecided.filter(pl.col('finer').is_not_null()).iter_rows(named=True):
-        mine = []
-        for e, match, set_, why in json.loads(r['finer']):
-            if e not in self._swept: continue
-            curve = [p for p in self._swept[e][0] if _matches(e, p, match)]
-            base = next((p for p in curve if not p.get('refine')), None)
-            if base is None or any(all(p.get(k) == v for k, v in set_.items()) for p in curve if not p.get('refine')): continue
-            p = {**base, **set_, 'refine': True}
-            key = point_key(self.study.name, e, p)
-            if key in taken: continue
-            keys = {point_key(self.study.name, e, q) for q in curve}
-            n = (df.filter((pl.col('experiment') == e) & pl.col('point_key').is_in(list(keys)))['repetition'].max() or 0) + 1 if df.height else 1
-            missing = sum(not self.done(e, p, rep) for rep in range(n))
-            if not missing: continue
-            mine.append((r['id'], e, p, n, why, set_, missing * self._neighbour_s(e, curve, set_)))
-        cost = sum(m[-1] for m in mine)
-        if not mine: continue
-        if left_s is not None and cost > left_s: skipped.append((r['id'], cost)); continue
-        out += mine; taken |= {point_key(self.study.name, m[1], m[2]) for m in mine}
-        if left_s is not None: left_s -= cost
-    return out, skipped
+    "Adaptive rounds while a claim is inconclusive, within `max_repetitions` and `budget_min` (`studies.adaptive.adapt`); the reasons of its rounds and stops."
+    return adaptive_rounds(self)
 
 # %% ../../nbs/59_campaign.ipynb #c008p3
-@patch
-def _neighbour_s(self:Campaign, experiment:str, curve:list[dict], set_:dict) -> float:
-    "Seconds one measurement of a point between `curve`'s values takes: the longest of its two neighbours along each field of `set_` (else the experiment's mean)."
-    secs = []
-    for k, v in set_.items():
-        xs = [p for p in curve if isinstance(p.get(k), (int, float)) and not p.get('refine')]
-        lo = max((p for p in xs if p[k] < v), key=lambda p: p[k], default=None)
-        hi = min((p for p in xs if p[k] > v), key=lambda p: p[k], default=None)
-        secs += [self._point_secs.get((experiment, point_key(self.study.name, experiment, p))) for p in (lo, hi) if p is not None]
-    secs = [s for s in secs if s is not None]
-    return max(secs) if secs else self._point_s(experiment)
-
-@patch
-def _points_for(self:Campaign, claims, maxr:int) -> dict[str, list]:
-    "experiment -> [(point, repetitions recorded)] of the swept points the claims need and that have fewer than `maxr` repetitions."
-    df = self.records()
-    have = ({} if df.is_empty() else
-            {(r['experiment'], r['point_key']): r['n'] for r in df.group_by('experiment', 'point_key').agg(pl.col('repetition').n_unique().alias('n')).iter_rows(named=True)})
-    out = {}
-    for e, (points, *_) in self._swept.items():
-        for p in points:
-            if not any(_matches(e, p, f) for c in claims for f in c.needs): continue
-            n = have.get((e, point_key(self.study.name, e, p)), 0)
-            if n < maxr: out.setdefault(e, []).append((p, n))
-    return out
-
-@patch
-def _point_s(self:Campaign, experiment:str) -> float:
-    "Mean seconds one point of `experiment` took in this process's sweeps (measure time plus its share of the harness)."
-    ss = [s for s in self.summaries if s.experiment == experiment and (s.measured + s.not_measurable)]
-    return sum(s.wall_s for s in ss) / max(sum(s.measured + s.not_measurable for s in ss), 1) if ss else 1.0
-
 @patch
 def records(self:Campaign) -> pl.DataFrame:
     "This campaign's records; when only reading and no campaign was named, the latest finished one of this profile."

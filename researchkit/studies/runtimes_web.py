@@ -10,7 +10,8 @@ import math, pathlib, time
 from typing import NamedTuple
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
-from ..claims import Claim, Finer, Verdict, all_hold, at_least, at_most, decide, log_t_interval, not_measurable_reason, select, summarize, t_interval, verdict, within
+from ..claims import Claim, Finer, Verdict, agreement, all_hold, at_least, at_most, decide, log_t_interval, not_measurable_reason, select, summarize, t_interval, verdict, within
+from ..claims import MIN_REPETITIONS, per_repetition, spread
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
 from ..core import validate
@@ -27,8 +28,8 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE'
            'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs', 'prefork_pool', 'plan',
            'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps', 'measure', 'curve', 'Knee', 'knee', 'gap',
            'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims',
-           'figures', 'cpu_table', 'knee_table', 'cpu_by_rate', 'notes', 'closed_table', 'methods_long', 'cross_check',
-           'variants_table']
+           'cpu_table', 'knee_table', 'closed_table', 'methods_long', 'cross_check', 'variants_table', 'figures',
+           'cpu_by_rate', 'notes']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -538,6 +539,181 @@ def claims():
             Claim('K', "Kata Containers on the same sweep (beyond the paper; the runtime of hlf-kata).",
                   "not in this paper", ck)]
 
+# %% ../../nbs/62_runtimes_web.ipynb #c030
+def cpu_table(df:pl.DataFrame) -> pl.DataFrame:
+    "Container CPU ms per successful request, per runtime × endpoint, over points below the knee (success ≥ 99 %), and the ratio to runc."
+    s = select(df, 'cpu_s_per_request', experiment='load')
+    if s.is_empty(): return s
+    ok = select(df, 'success_rate', experiment='load').filter(pl.col('value') >= SUCCESS_KNEE).select('point_key', 'repetition', 'testbed', 'campaign')
+    s = s.join(ok, on=['point_key', 'repetition', 'testbed', 'campaign'])
+    if s.is_empty(): return s
+    t = (s.group_by('runtime', 'endpoint').agg((pl.col('value').median() * 1000).alias('cpu_ms'), (pl.col('value').quantile(0.25) * 1000).alias('q1'),
+                                               (pl.col('value').quantile(0.75) * 1000).alias('q3'), pl.len().alias('n')))
+    base = t.filter(pl.col('runtime') == 'runc').select('endpoint', pl.col('cpu_ms').alias('_r'))
+    t = t.join(base, on='endpoint', how='left').with_columns((pl.col('cpu_ms') / pl.col('_r')).round(2).alias('ratio to runc')).drop('_r')
+    order = {r: i for i, r in enumerate(RUNTIME_NAMES)}
+    return (t.with_columns(pl.col('cpu_ms').round(2), pl.col('q1').round(2), pl.col('q3').round(2))
+             .sort(pl.col('endpoint'), pl.col('runtime').replace_strict(order, default=99))
+             .select('endpoint', 'runtime', pl.col('cpu_ms').alias('CPU ms/request (median)'), 'q1', 'q3', 'n', 'ratio to runc'))
+
+def knee_table(df:pl.DataFrame) -> pl.DataFrame:
+    "Per endpoint × runtime: measured knee, capacity, largest gap to runc, and the paper's knee."
+    rows = []
+    rts = df['runtime'].unique().to_list() if 'runtime' in df.columns else []
+    for ep in ENDPOINTS:
+        for rt in [r for r in RUNTIME_NAMES if r in rts]:
+            try: k = knee(df, rt, ep); cap = capacity(df, rt, ep)
+            except NotMeasurable: continue
+            try: g = gap(df, ep, rt, 'runc')[0] if rt != 'runc' else None
+            except NotMeasurable: g = None
+            p = PAPER_KNEES.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt))['rate']
+            rows.append({'endpoint': ep, 'runtime': rt, 'knee (req/s)': _fmt_knee(k), 'best open-loop goodput (req/s)': round(cap, 1),
+                         'largest gap to runc (s)': None if g is None else round(g, 3),
+                         'paper knee (req/s, 4-core VM)': p[0] if p.len() else None})
+    return pl.DataFrame(rows, schema={'endpoint': pl.Utf8, 'runtime': pl.Utf8, 'knee (req/s)': pl.Utf8, 'best open-loop goodput (req/s)': pl.Float64,
+                                      'largest gap to runc (s)': pl.Float64, 'paper knee (req/s, 4-core VM)': pl.Float64}, orient='row')
+
+# %% ../../nbs/62_runtimes_web.ipynb #87440454
+def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
+    "The closed-loop cross-check of one configuration: per endpoint × runtime × connections, requests/s (wrk's), the served rate (`closed_fn`; campaigns since 2026-11-27), mean latency, server busy share and CPU ms per request (median [min–max] over repetitions)."
+    s = select(df, 'throughput_rps', experiment='closed')
+    if s.is_empty() or 'config' not in s.columns: return pl.DataFrame()
+    by = ['endpoint', 'runtime', 'connections']
+    parts = {m: per_repetition(select(df, m, experiment='closed').filter(pl.col('config') == config), by) for m in
+             ('throughput_rps', 'served_rps', 'latency_mean_s', 'server_busy', 'cpu_s_per_request')}
+    if parts['throughput_rps'].is_empty(): return pl.DataFrame()
+    fmt = lambda m, k=1.0, d=1: pl.format('{} [{}–{}]', *[(pl.col(c) * k).round(d) for c in ('med', 'lo', 'hi')]).alias(m)
+    t = parts['throughput_rps'].select(*by, fmt('req/s', 1, 2), pl.col('med').alias('_rps'), 'n')
+    for m, name, k, d in (('served_rps', 'served req/s', 1, 2), ('latency_mean_s', 'latency ms', 1000, 1), ('server_busy', 'server busy (cores)', 1, 2),
+                          ('cpu_s_per_request', 'CPU ms/request', 1000, 1)):
+        if parts[m].height: t = t.join(parts[m].select(*by, fmt(name, k, d)), on=by, how='left')
+        elif m != 'served_rps': t = t.with_columns(pl.lit(None, pl.Utf8).alias(name))
+    order = {r: i for i, r in enumerate(RUNTIME_NAMES)}
+    return t.sort('endpoint', pl.col('runtime').replace_strict(order, default=99), 'connections').drop('_rps')
+
+# The open loop and the closed loop agree when the 95 % interval of the ratio of their values (`claims.ratio_interval`: Student's t on the
+# log scale, paired by repetition) lies within AGREE (the attribution's own tolerance, 20 %, symmetric on a ratio scale: a
+# difference, if any, smaller than that); they disagree when it reaches past AGREE and leaves out 1 (a difference beyond their
+# spread that the tolerance does not cover); otherwise, or with fewer than
+# `MIN_REPETITIONS` values a method (no interval), the noise does not decide it. Until 2026-11-27 the interval was a
+# percentile bootstrap of the two sets of values: with 3 values a method it is about as wide as their range, narrower than
+# the noise (a bootstrap of 3 values has 10 distinct resamples), and it called this VM's swings disagreements (campaign
+# rk43a2: runc's CPU endpoint, bursts 0.76 [0.64-0.93] x the closed loop's, where 9 closed-loop windows of runc in a row,
+# 3 on each of 3 servers, gave 29.5-47.6 ms). Until
+# 2026-11-27 a method disagreed when its [min-max] range missed the closed loop's: two ranges of 2 and 4 values drawn from one
+# distribution miss each other 13 % of the time (2 x 2! 4! / 6!), and this VM's speed moves x1.6 between phases, so the rule
+# called noise a disagreement (runsc's CPU endpoint in campaign rk6ba7: bursts 51 and 67 ms against 32-39 ms; on the next host
+# the same bursts were 0.90 x the closed loop's, median of 5 rounds).
+AGREE = within(0.8, 1.25)
+
+def _burst_pool(df:pl.DataFrame, pool:str) -> pl.DataFrame:
+    "`df` with only the no-keep-alive bursts (experiment 'burst') of `pool` ('growing' or 'grown'); bursts recorded before the pool was a parameter ran onto the pool the closed loop left: 'growing'."
+    has = pl.col('pool').fill_null('growing') if 'pool' in df.columns else pl.lit('growing')
+    return df.filter((pl.col('experiment') != 'burst') | (has == pool))
+
+def _open_loop_stats(df:pl.DataFrame, experiment:str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    "An open-loop experiment's (`load`: vegeta as the paper ran it; `burst`: a new connection per request) capacity, the most answers/s over its rates that sent at least 2 requests; the server's busy share at that point (container CPU over the time from the first request to the last answer); and CPU per request at its points with ≥ 99 % success; each per endpoint × runtime, over repetitions (med, lo, hi, n)."
+    key = ['point_key', 'repetition', 'campaign']
+    ok = select(df, 'success_rate', experiment=experiment).filter(pl.col('value') >= SUCCESS_KNEE).select(*key)
+    t = select(several_requests(df, experiment), 'throughput_rps', experiment=experiment)
+    best = t.sort('value', descending=True).unique(['endpoint', 'runtime', 'repetition', 'campaign'], keep='first')
+    cap = spread(best, ['endpoint', 'runtime'])
+    busy = select(df, 'server_busy', experiment=experiment)
+    busy = (spread(best.select(*key, 'endpoint', 'runtime').join(busy.select(*key, pl.col('value').alias('busy')), on=key), ['endpoint', 'runtime'], 'busy')
+            if busy.height else cap.clear())
+    cpu = per_repetition(select(df, 'cpu_s_per_request', experiment=experiment).join(ok, on=key), ['endpoint', 'runtime'])
+    return cap, busy, cpu
+
+def _closed_default(df:pl.DataFrame, metric:str) -> pl.DataFrame:
+    "The closed loop's `metric` in the default configuration (empty without closed-loop records)."
+    s = select(df, metric, experiment='closed')
+    return s.filter(pl.col('config') == 'default') if s.height and 'config' in s.columns else s.clear()
+
+def _methods(df:pl.DataFrame) -> tuple[str, tuple, dict]:
+    """What the cross-check compares (closed-loop records required): the closed loop's connection counts ('c=1–4'), its (capacity,
+    CPU per request) spread over them and the repetitions, and each open loop's (capacity, busy share, CPU per request): the
+    no-keep-alive bursts 'grown' then 'growing' (those measured), then 'keep-alive' (the load sweep, as the paper ran it)."""
+    by = ['endpoint', 'runtime']
+    conns = sorted(_closed_default(df, 'throughput_rps')['connections'].unique().to_list())
+    cname = f"c={conns[0]}" + (f"–{conns[-1]}" if len(conns) > 1 else '')
+    served = _closed_default(df, 'served_rps')   # campaigns before 2026-11-27 have only wrk's requests/s
+    closed = (spread(served if served.height else _closed_default(df, 'throughput_rps'), by), spread(_closed_default(df, 'cpu_s_per_request'), by))
+    opens = {pool: _open_loop_stats(_burst_pool(df, pool), 'burst') for pool in POOLS[::-1]}   # grown first
+    opens = {pool: s for pool, s in opens.items() if s[0].height}
+    return cname, closed, {**opens, 'keep-alive': _open_loop_stats(df, 'load')}
+
+# %% ../../nbs/62_runtimes_web.ipynb #87440454s1
+def methods_long(df:pl.DataFrame) -> pl.DataFrame:
+    "The cross-check's numbers as one row per endpoint × runtime × method × quantity ('capacity (req/s)', 'CPU ms/request'): med, lo, hi, n (what `cross_check` compares, for the figure)."
+    if _closed_default(df, 'throughput_rps').is_empty(): return pl.DataFrame()
+    cname, closed, opens = _methods(df)
+    label = lambda k: "keep-alive (the paper's)" if k == 'keep-alive' else f"no keep-alive, pool {k}"
+    methods = {f"closed loop ({cname})": closed, **{label(k): (cap, cpu) for k, (cap, _, cpu) in opens.items()}}
+    parts = [t.with_columns(pl.lit(m).alias('method'), pl.lit(q).alias('quantity'), *(pl.col(c) * k for c in ('med', 'lo', 'hi')))
+             for m, (cap, cpu) in methods.items() for q, t, k in (('capacity (req/s)', cap, 1.0), ('CPU ms/request', cpu, 1000.0)) if t.height]
+    return pl.concat([p.select('endpoint', 'runtime', 'method', 'quantity', 'med', 'lo', 'hi', pl.col('n').cast(pl.Int64)) for p in parts]) if parts else pl.DataFrame()
+
+def cross_check(df:pl.DataFrame) -> pl.DataFrame:
+    """Each open loop against the closed loop, per endpoint × runtime in the default configuration: capacity (the open loop's most
+    answers/s; the closed loop's served rate, or wrk's requests/s in campaigns without it) and CPU per request (the open loop's points with ≥ 99 % success; the closed loop's
+    steady state), each median [min–max]. The closed loop's values are its repetitions at each of its connection counts (quick: 4; full: 1
+    and 4, one at a time being the cheapest case). The open loop without keep-alive (experiment
+    `burst`) first, then vegeta as the paper ran it (`load`, keep-alive) with the server's busy share at its best point; the
+    runsc/runc ratios by each method; and whether each open loop agrees with the closed loop (`claims.agreement` within `AGREE`), the first
+    one measured deciding `agree` (True: capacity and CPU per request agree; False: one disagrees; None: undecided) — without
+    keep-alive where it was measured, the grown pool's first."""
+    if _closed_default(df, 'throughput_rps').is_empty() or select(df, 'throughput_rps', experiment='load').is_empty(): return pl.DataFrame()
+    cname, (c_cap, c_cpu), opens = _methods(df)
+    o_cap, o_busy, o_cpu = opens.pop('keep-alive')
+    nk = opens                          # a new connection per request: the grown pool's first
+    ref = next(iter(nk.values()), None) # the no-keep-alive open loop the ratios use: the grown pool's where measured
+    get = lambda t, ep, rt: (lambda r: r.row(0, named=True) if r.height else None)(t.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt)))
+    cell = lambda r, k=1.0, d=1: '—' if r is None else f"{r['med'] * k:.{d}f} [{r['lo'] * k:.{d}f}–{r['hi'] * k:.{d}f}]"
+    ratio = lambda a, b: '—' if a is None or b is None or not b['med'] else f"{a['med'] / b['med']:.2g}"
+    rows = []
+    for ep in ENDPOINTS:
+        for rt in [r for r in RUNTIME_NAMES if get(o_cap, ep, r) or get(c_cap, ep, r)]:
+            cc, cu = get(c_cap, ep, rt), get(c_cpu, ep, rt)
+            said, verdicts = [], []
+            methods = [(f"without keep-alive, pool {pool}", s) for pool, s in nk.items()]
+            for label, (cap, busy, cpu) in [(l, [get(t, ep, rt) for t in s]) for l, s in methods + [('with keep-alive', (o_cap, o_busy, o_cpu))]]:
+                (v1, s1), (v2, s2) = agreement('capacity', cap, cc, AGREE, "the closed loop's"), agreement('CPU/request', cpu, cu, AGREE, "the closed loop's")
+                if not (s1 or s2): continue   # neither quantity measured by this method
+                if v1 is not True and s1 and busy is not None: s1 += f", the server busy {busy['med']:.2f} of the time to the last answer"
+                said.append(f"{label}: " + '; '.join(x for x in (s1, s2) if x))
+                oks = [v for v, s in ((v1, s1), (v2, s2)) if s]
+                verdicts.append(False if False in oks else True if all(v is True for v in oks) else None)
+            r = {'endpoint': ep, 'runtime': rt, f'closed loop ({cname}): req/s': cell(cc, 1, 2), f'closed loop ({cname}): CPU ms/request': cell(cu, 1000)}
+            for pool, (b_cap, _, b_cpu) in nk.items():
+                r.update({f'no keep-alive, pool {pool}: answers/s': cell(get(b_cap, ep, rt), 1, 2), f'no keep-alive, pool {pool}: CPU ms/request': cell(get(b_cpu, ep, rt), 1000)})
+            r.update({'keep-alive: most answers/s': cell(get(o_cap, ep, rt), 1, 2), 'keep-alive: server busy there': cell(get(o_busy, ep, rt), 1, 2),
+                      'keep-alive: CPU ms/request': cell(get(o_cpu, ep, rt), 1000)})
+            three = lambda t: '' if rt == 'runc' else ' | '.join(ratio(get(x, ep, rt), get(x, ep, 'runc')) for x in t)
+            r['capacity runsc/runc closed | ' + ('no keep-alive | ' if ref else '') + 'keep-alive'] = three((c_cap, ref[0], o_cap) if ref else (c_cap, o_cap))
+            r['CPU runsc/runc closed | ' + ('no keep-alive | ' if ref else '') + 'keep-alive'] = three((c_cpu, ref[2], o_cpu) if ref else (c_cpu, o_cpu))
+            r['methods'] = '; '.join(said) or '—'
+            r['agree'] = verdicts[0] if verdicts else None
+            r['decided by'] = said[0] if said else None
+            rows.append(r)
+    return pl.DataFrame(rows)
+
+def variants_table(df:pl.DataFrame) -> pl.DataFrame:
+    "The runsc configurations measured in the closed loop (beyond the paper): per endpoint × configuration × runtime, requests/s (the served rate, or wrk's in campaigns without it) and CPU ms per request at the variants' connection count, and the ratios to runc in the default configuration."
+    s = select(df, 'throughput_rps', experiment='closed')
+    if s.is_empty() or 'config' not in s.columns or s.filter(pl.col('config') != 'default').is_empty(): return pl.DataFrame()
+    cs = sorted(set(s.filter(pl.col('config') != 'default')['connections'].to_list()))
+    by = ['endpoint', 'config', 'runtime', 'connections']
+    served = select(df, 'served_rps', experiment='closed')   # the served rate where measured (`closed_fn`), else wrk's requests/s
+    rps = per_repetition((served if served.height else s).filter(pl.col('connections').is_in(cs)), by)
+    cpu = per_repetition(select(df, 'cpu_s_per_request', experiment='closed').filter(pl.col('connections').is_in(cs)), by)
+    t = rps.select(*by, pl.col('med').alias('rps'), 'n').join(cpu.select(*by, (pl.col('med') * 1000).alias('cpu_ms')), on=by, how='left')
+    base = t.filter((pl.col('runtime') == 'runc') & (pl.col('config') == 'default')).select('endpoint', 'connections', pl.col('rps').alias('_r'), pl.col('cpu_ms').alias('_c'))
+    t = t.join(base, on=['endpoint', 'connections'], how='left')
+    return (t.with_columns((pl.col('rps') / pl.col('_r')).round(2).alias('req/s ÷ runc'), (pl.col('cpu_ms') / pl.col('_c')).round(2).alias('CPU ÷ runc'),
+                           pl.col('rps').round(2), pl.col('cpu_ms').round(1))
+             .drop('_r', '_c').sort('endpoint', pl.col('config') != 'default', 'config', 'runtime')
+             .select('endpoint', 'config', 'runtime', 'connections', pl.col('rps').alias('req/s'), pl.col('cpu_ms').alias('CPU ms/request'), 'n', 'req/s ÷ runc', 'CPU ÷ runc'))
+
 # %% ../../nbs/62_runtimes_web.ipynb #c028
 def _curves(df, metric) -> pl.DataFrame:
     s = select(df, metric, experiment='load')
@@ -605,40 +781,7 @@ def figures(df:pl.DataFrame, outdir:pathlib.Path) -> list[pathlib.Path]:
                             outdir, 'cross_check')
     return paths
 
-# %% ../../nbs/62_runtimes_web.ipynb #c030
-def cpu_table(df:pl.DataFrame) -> pl.DataFrame:
-    "Container CPU ms per successful request, per runtime × endpoint, over points below the knee (success ≥ 99 %), and the ratio to runc."
-    s = select(df, 'cpu_s_per_request', experiment='load')
-    if s.is_empty(): return s
-    ok = select(df, 'success_rate', experiment='load').filter(pl.col('value') >= SUCCESS_KNEE).select('point_key', 'repetition', 'testbed', 'campaign')
-    s = s.join(ok, on=['point_key', 'repetition', 'testbed', 'campaign'])
-    if s.is_empty(): return s
-    t = (s.group_by('runtime', 'endpoint').agg((pl.col('value').median() * 1000).alias('cpu_ms'), (pl.col('value').quantile(0.25) * 1000).alias('q1'),
-                                               (pl.col('value').quantile(0.75) * 1000).alias('q3'), pl.len().alias('n')))
-    base = t.filter(pl.col('runtime') == 'runc').select('endpoint', pl.col('cpu_ms').alias('_r'))
-    t = t.join(base, on='endpoint', how='left').with_columns((pl.col('cpu_ms') / pl.col('_r')).round(2).alias('ratio to runc')).drop('_r')
-    order = {r: i for i, r in enumerate(RUNTIME_NAMES)}
-    return (t.with_columns(pl.col('cpu_ms').round(2), pl.col('q1').round(2), pl.col('q3').round(2))
-             .sort(pl.col('endpoint'), pl.col('runtime').replace_strict(order, default=99))
-             .select('endpoint', 'runtime', pl.col('cpu_ms').alias('CPU ms/request (median)'), 'q1', 'q3', 'n', 'ratio to runc'))
-
-def knee_table(df:pl.DataFrame) -> pl.DataFrame:
-    "Per endpoint × runtime: measured knee, capacity, largest gap to runc, and the paper's knee."
-    rows = []
-    rts = df['runtime'].unique().to_list() if 'runtime' in df.columns else []
-    for ep in ENDPOINTS:
-        for rt in [r for r in RUNTIME_NAMES if r in rts]:
-            try: k = knee(df, rt, ep); cap = capacity(df, rt, ep)
-            except NotMeasurable: continue
-            try: g = gap(df, ep, rt, 'runc')[0] if rt != 'runc' else None
-            except NotMeasurable: g = None
-            p = PAPER_KNEES.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt))['rate']
-            rows.append({'endpoint': ep, 'runtime': rt, 'knee (req/s)': _fmt_knee(k), 'best open-loop goodput (req/s)': round(cap, 1),
-                         'largest gap to runc (s)': None if g is None else round(g, 3),
-                         'paper knee (req/s, 4-core VM)': p[0] if p.len() else None})
-    return pl.DataFrame(rows, schema={'endpoint': pl.Utf8, 'runtime': pl.Utf8, 'knee (req/s)': pl.Utf8, 'best open-loop goodput (req/s)': pl.Float64,
-                                      'largest gap to runc (s)': pl.Float64, 'paper knee (req/s, 4-core VM)': pl.Float64}, orient='row')
-
+# %% ../../nbs/62_runtimes_web.ipynb #c030n
 def _agreement_lines(x:pl.DataFrame, detail:bool=True) -> list[str]:
     "The report's bullets on a `cross_check` table: where the methods agree, disagree (and which method the claims use), and where the noise does not decide; `detail`: each with its numbers (False: a table beside them shows them)."
     bad, good, open_ = (x.filter(c) for c in (pl.col('agree') == False, pl.col('agree') == True, pl.col('agree').is_null()))
@@ -798,183 +941,6 @@ def notes(df:pl.DataFrame, other:pl.DataFrame|None=None) -> list[str]:
         out += ['### Runtimes not measurable on this testbed', '']
         out += [f"- **{r['runtime']}**: {r['note']}" for r in nm.unique('runtime', keep='first').sort('runtime').iter_rows(named=True)]
     return out
-
-# %% ../../nbs/62_runtimes_web.ipynb #87440454
-_rep_key = pl.format('{}/{}', 'campaign', 'repetition')   # a repetition of one campaign: what `_interval` pairs
-
-def _per_rep(s:pl.DataFrame, by:list[str], how=pl.col('value').median()) -> pl.DataFrame:
-    "One value per `by` × repetition (of each campaign in `s`: the report pools two), then median, min, max and n over them; `reps` pairs each value with its campaign and repetition (`_interval`)."
-    r = s.group_by(*by, 'campaign', 'repetition').agg(how.alias('v'))
-    return r.group_by(*by).agg(pl.col('v').median().alias('med'), pl.col('v').min().alias('lo'), pl.col('v').max().alias('hi'), pl.len().alias('n'),
-                               pl.col('v').sort().alias('vals'), pl.struct(_rep_key.alias('rep'), 'v').alias('reps')).sort(*by)
-
-def closed_table(df:pl.DataFrame, config:str='default') -> pl.DataFrame:
-    "The closed-loop cross-check of one configuration: per endpoint × runtime × connections, requests/s (wrk's), the served rate (`closed_fn`; campaigns since 2026-11-27), mean latency, server busy share and CPU ms per request (median [min–max] over repetitions)."
-    s = select(df, 'throughput_rps', experiment='closed')
-    if s.is_empty() or 'config' not in s.columns: return pl.DataFrame()
-    by = ['endpoint', 'runtime', 'connections']
-    parts = {m: _per_rep(select(df, m, experiment='closed').filter(pl.col('config') == config), by) for m in
-             ('throughput_rps', 'served_rps', 'latency_mean_s', 'server_busy', 'cpu_s_per_request')}
-    if parts['throughput_rps'].is_empty(): return pl.DataFrame()
-    fmt = lambda m, k=1.0, d=1: pl.format('{} [{}–{}]', *[(pl.col(c) * k).round(d) for c in ('med', 'lo', 'hi')]).alias(m)
-    t = parts['throughput_rps'].select(*by, fmt('req/s', 1, 2), pl.col('med').alias('_rps'), 'n')
-    for m, name, k, d in (('served_rps', 'served req/s', 1, 2), ('latency_mean_s', 'latency ms', 1000, 1), ('server_busy', 'server busy (cores)', 1, 2),
-                          ('cpu_s_per_request', 'CPU ms/request', 1000, 1)):
-        if parts[m].height: t = t.join(parts[m].select(*by, fmt(name, k, d)), on=by, how='left')
-        elif m != 'served_rps': t = t.with_columns(pl.lit(None, pl.Utf8).alias(name))
-    order = {r: i for i, r in enumerate(RUNTIME_NAMES)}
-    return t.sort('endpoint', pl.col('runtime').replace_strict(order, default=99), 'connections').drop('_rps')
-
-# The open loop and the closed loop agree when the 95 % interval of the ratio of their values (`_interval`: Student's t on the
-# log scale, paired by repetition) lies within AGREE (the attribution's own tolerance, 20 %, symmetric on a ratio scale: a
-# difference, if any, smaller than that); they disagree when it reaches past AGREE and leaves out 1 (a difference beyond their
-# spread that the tolerance does not cover); otherwise, or with fewer than
-# `MIN_REPETITIONS` values a method (no interval), the noise does not decide it. Until 2026-11-27 the interval was a
-# percentile bootstrap of the two sets of values: with 3 values a method it is about as wide as their range, narrower than
-# the noise (a bootstrap of 3 values has 10 distinct resamples), and it called this VM's swings disagreements (campaign
-# rk43a2: runc's CPU endpoint, bursts 0.76 [0.64-0.93] x the closed loop's, where 9 closed-loop windows of runc in a row,
-# 3 on each of 3 servers, gave 29.5-47.6 ms). Until
-# 2026-11-27 a method disagreed when its [min-max] range missed the closed loop's: two ranges of 2 and 4 values drawn from one
-# distribution miss each other 13 % of the time (2 x 2! 4! / 6!), and this VM's speed moves x1.6 between phases, so the rule
-# called noise a disagreement (runsc's CPU endpoint in campaign rk6ba7: bursts 51 and 67 ms against 32-39 ms; on the next host
-# the same bursts were 0.90 x the closed loop's, median of 5 rounds).
-from ..claims import within, log_t_interval, welch_log_interval, CONFIDENCE, MIN_REPETITIONS
-AGREE = within(0.8, 1.25)
-
-def _interval(a:dict, b:dict) -> tuple[float, float, float]:
-    """(estimate, low, high): the ratio of `a`'s values to `b`'s and its 95 % Student-t interval on the log scale — paired by
-    repetition (`reps`) where at least `MIN_REPETITIONS` repetitions measured both (a repetition's methods ran within the same
-    minute: `sweeps`), else Welch's over the two sets of values (`vals`); (estimate, -inf, inf) with fewer values."""
-    ra, rb = ({r['rep']: r['v'] for r in (x.get('reps') or []) if r['v'] and r['v'] > 0} for x in (a, b))
-    common = sorted(set(ra) & set(rb))
-    if len(common) >= MIN_REPETITIONS: return log_t_interval([ra[k] / rb[k] for k in common], CONFIDENCE)
-    return welch_log_interval([v for v in a['vals'] if v > 0], [v for v in b['vals'] if v > 0], CONFIDENCE)
-
-def _agreement(what:str, a:dict|None, b:dict|None):
-    "(True: agrees, False: disagrees, None: undecided; text): the open loop's `what` (`a`) against the closed loop's (`b`), each {'vals', 'reps'} (`_interval`); (None, '') when either is missing."
-    if a is None or b is None or not a['vals'] or not b['vals']: return None, ''
-    est, lo, hi = _interval(a, b)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        n = min(len(a['vals']), len(b['vals']))
-        return None, f"{what} undecided ({est:.2f} × the closed loop's; {n} value{'s' if n > 1 else ''}, no interval)"
-    ok = True if AGREE.low <= lo and hi <= AGREE.high else False if lo > 1 or hi < 1 else None
-    word = {False: 'disagrees', True: 'agrees', None: 'undecided'}[ok]
-    return ok, f"{what} {word} ({est:.2f} [{lo:.2f}–{hi:.2f}] × the closed loop's)"
-
-def _spread(s:pl.DataFrame, by:list[str], col:str='value') -> pl.DataFrame:
-    "Median, min, max and n of `col` per `by` (every row one measurement), in the order of `by` (a figure drawn from it is the same file every time); `reps`: each repetition's geometric mean (several connection counts, say) with its campaign and repetition (`_interval`)."
-    reps = (s.filter(pl.col(col) > 0).group_by(*by, 'campaign', 'repetition').agg(pl.col(col).log().mean().exp().alias('v')).with_columns(_rep_key.alias('rep'))
-             .group_by(*by).agg(pl.struct('rep', 'v').alias('reps')))
-    return (s.group_by(*by).agg(pl.col(col).median().alias('med'), pl.col(col).min().alias('lo'), pl.col(col).max().alias('hi'), pl.len().alias('n'),
-                                pl.col(col).sort().alias('vals')).join(reps, on=by, how='left').sort(*by))
-
-def _burst_pool(df:pl.DataFrame, pool:str) -> pl.DataFrame:
-    "`df` with only the no-keep-alive bursts (experiment 'burst') of `pool` ('growing' or 'grown'); bursts recorded before the pool was a parameter ran onto the pool the closed loop left: 'growing'."
-    has = pl.col('pool').fill_null('growing') if 'pool' in df.columns else pl.lit('growing')
-    return df.filter((pl.col('experiment') != 'burst') | (has == pool))
-
-def _open_loop_stats(df:pl.DataFrame, experiment:str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    "An open-loop experiment's (`load`: vegeta as the paper ran it; `burst`: a new connection per request) capacity, the most answers/s over its rates that sent at least 2 requests; the server's busy share at that point (container CPU over the time from the first request to the last answer); and CPU per request at its points with ≥ 99 % success; each per endpoint × runtime, over repetitions (med, lo, hi, n)."
-    key = ['point_key', 'repetition', 'campaign']
-    ok = select(df, 'success_rate', experiment=experiment).filter(pl.col('value') >= SUCCESS_KNEE).select(*key)
-    t = select(several_requests(df, experiment), 'throughput_rps', experiment=experiment)
-    best = t.sort('value', descending=True).unique(['endpoint', 'runtime', 'repetition', 'campaign'], keep='first')
-    cap = _spread(best, ['endpoint', 'runtime'])
-    busy = select(df, 'server_busy', experiment=experiment)
-    busy = (_spread(best.select(*key, 'endpoint', 'runtime').join(busy.select(*key, pl.col('value').alias('busy')), on=key), ['endpoint', 'runtime'], 'busy')
-            if busy.height else cap.clear())
-    cpu = _per_rep(select(df, 'cpu_s_per_request', experiment=experiment).join(ok, on=key), ['endpoint', 'runtime'])
-    return cap, busy, cpu
-
-def _closed_default(df:pl.DataFrame, metric:str) -> pl.DataFrame:
-    "The closed loop's `metric` in the default configuration (empty without closed-loop records)."
-    s = select(df, metric, experiment='closed')
-    return s.filter(pl.col('config') == 'default') if s.height and 'config' in s.columns else s.clear()
-
-def _methods(df:pl.DataFrame) -> tuple[str, tuple, dict]:
-    """What the cross-check compares (closed-loop records required): the closed loop's connection counts ('c=1–4'), its (capacity,
-    CPU per request) spread over them and the repetitions, and each open loop's (capacity, busy share, CPU per request): the
-    no-keep-alive bursts 'grown' then 'growing' (those measured), then 'keep-alive' (the load sweep, as the paper ran it)."""
-    by = ['endpoint', 'runtime']
-    conns = sorted(_closed_default(df, 'throughput_rps')['connections'].unique().to_list())
-    cname = f"c={conns[0]}" + (f"–{conns[-1]}" if len(conns) > 1 else '')
-    served = _closed_default(df, 'served_rps')   # campaigns before 2026-11-27 have only wrk's requests/s
-    closed = (_spread(served if served.height else _closed_default(df, 'throughput_rps'), by), _spread(_closed_default(df, 'cpu_s_per_request'), by))
-    opens = {pool: _open_loop_stats(_burst_pool(df, pool), 'burst') for pool in POOLS[::-1]}   # grown first
-    opens = {pool: s for pool, s in opens.items() if s[0].height}
-    return cname, closed, {**opens, 'keep-alive': _open_loop_stats(df, 'load')}
-
-# %% ../../nbs/62_runtimes_web.ipynb #87440454s1
-def methods_long(df:pl.DataFrame) -> pl.DataFrame:
-    "The cross-check's numbers as one row per endpoint × runtime × method × quantity ('capacity (req/s)', 'CPU ms/request'): med, lo, hi, n (what `cross_check` compares, for the figure)."
-    if _closed_default(df, 'throughput_rps').is_empty(): return pl.DataFrame()
-    cname, closed, opens = _methods(df)
-    label = lambda k: "keep-alive (the paper's)" if k == 'keep-alive' else f"no keep-alive, pool {k}"
-    methods = {f"closed loop ({cname})": closed, **{label(k): (cap, cpu) for k, (cap, _, cpu) in opens.items()}}
-    parts = [t.with_columns(pl.lit(m).alias('method'), pl.lit(q).alias('quantity'), *(pl.col(c) * k for c in ('med', 'lo', 'hi')))
-             for m, (cap, cpu) in methods.items() for q, t, k in (('capacity (req/s)', cap, 1.0), ('CPU ms/request', cpu, 1000.0)) if t.height]
-    return pl.concat([p.select('endpoint', 'runtime', 'method', 'quantity', 'med', 'lo', 'hi', pl.col('n').cast(pl.Int64)) for p in parts]) if parts else pl.DataFrame()
-
-def cross_check(df:pl.DataFrame) -> pl.DataFrame:
-    """Each open loop against the closed loop, per endpoint × runtime in the default configuration: capacity (the open loop's most
-    answers/s; the closed loop's served rate, or wrk's requests/s in campaigns without it) and CPU per request (the open loop's points with ≥ 99 % success; the closed loop's
-    steady state), each median [min–max]. The closed loop's values are its repetitions at each of its connection counts (quick: 4; full: 1
-    and 4, one at a time being the cheapest case). The open loop without keep-alive (experiment
-    `burst`) first, then vegeta as the paper ran it (`load`, keep-alive) with the server's busy share at its best point; the
-    runsc/runc ratios by each method; and whether each open loop agrees with the closed loop (`_agreement`, `AGREE`), the first
-    one measured deciding `agree` (True: capacity and CPU per request agree; False: one disagrees; None: undecided) — without
-    keep-alive where it was measured, the grown pool's first."""
-    if _closed_default(df, 'throughput_rps').is_empty() or select(df, 'throughput_rps', experiment='load').is_empty(): return pl.DataFrame()
-    cname, (c_cap, c_cpu), opens = _methods(df)
-    o_cap, o_busy, o_cpu = opens.pop('keep-alive')
-    nk = opens                          # a new connection per request: the grown pool's first
-    ref = next(iter(nk.values()), None) # the no-keep-alive open loop the ratios use: the grown pool's where measured
-    get = lambda t, ep, rt: (lambda r: r.row(0, named=True) if r.height else None)(t.filter((pl.col('endpoint') == ep) & (pl.col('runtime') == rt)))
-    cell = lambda r, k=1.0, d=1: '—' if r is None else f"{r['med'] * k:.{d}f} [{r['lo'] * k:.{d}f}–{r['hi'] * k:.{d}f}]"
-    ratio = lambda a, b: '—' if a is None or b is None or not b['med'] else f"{a['med'] / b['med']:.2g}"
-    rows = []
-    for ep in ENDPOINTS:
-        for rt in [r for r in RUNTIME_NAMES if get(o_cap, ep, r) or get(c_cap, ep, r)]:
-            cc, cu = get(c_cap, ep, rt), get(c_cpu, ep, rt)
-            said, verdicts = [], []
-            methods = [(f"without keep-alive, pool {pool}", s) for pool, s in nk.items()]
-            for label, (cap, busy, cpu) in [(l, [get(t, ep, rt) for t in s]) for l, s in methods + [('with keep-alive', (o_cap, o_busy, o_cpu))]]:
-                (v1, s1), (v2, s2) = _agreement('capacity', cap, cc), _agreement('CPU/request', cpu, cu)
-                if not (s1 or s2): continue   # neither quantity measured by this method
-                if v1 is not True and s1 and busy is not None: s1 += f", the server busy {busy['med']:.2f} of the time to the last answer"
-                said.append(f"{label}: " + '; '.join(x for x in (s1, s2) if x))
-                oks = [v for v, s in ((v1, s1), (v2, s2)) if s]
-                verdicts.append(False if False in oks else True if all(v is True for v in oks) else None)
-            r = {'endpoint': ep, 'runtime': rt, f'closed loop ({cname}): req/s': cell(cc, 1, 2), f'closed loop ({cname}): CPU ms/request': cell(cu, 1000)}
-            for pool, (b_cap, _, b_cpu) in nk.items():
-                r.update({f'no keep-alive, pool {pool}: answers/s': cell(get(b_cap, ep, rt), 1, 2), f'no keep-alive, pool {pool}: CPU ms/request': cell(get(b_cpu, ep, rt), 1000)})
-            r.update({'keep-alive: most answers/s': cell(get(o_cap, ep, rt), 1, 2), 'keep-alive: server busy there': cell(get(o_busy, ep, rt), 1, 2),
-                      'keep-alive: CPU ms/request': cell(get(o_cpu, ep, rt), 1000)})
-            three = lambda t: '' if rt == 'runc' else ' | '.join(ratio(get(x, ep, rt), get(x, ep, 'runc')) for x in t)
-            r['capacity runsc/runc closed | ' + ('no keep-alive | ' if ref else '') + 'keep-alive'] = three((c_cap, ref[0], o_cap) if ref else (c_cap, o_cap))
-            r['CPU runsc/runc closed | ' + ('no keep-alive | ' if ref else '') + 'keep-alive'] = three((c_cpu, ref[2], o_cpu) if ref else (c_cpu, o_cpu))
-            r['methods'] = '; '.join(said) or '—'
-            r['agree'] = verdicts[0] if verdicts else None
-            r['decided by'] = said[0] if said else None
-            rows.append(r)
-    return pl.DataFrame(rows)
-
-def variants_table(df:pl.DataFrame) -> pl.DataFrame:
-    "The runsc configurations measured in the closed loop (beyond the paper): per endpoint × configuration × runtime, requests/s (the served rate, or wrk's in campaigns without it) and CPU ms per request at the variants' connection count, and the ratios to runc in the default configuration."
-    s = select(df, 'throughput_rps', experiment='closed')
-    if s.is_empty() or 'config' not in s.columns or s.filter(pl.col('config') != 'default').is_empty(): return pl.DataFrame()
-    cs = sorted(set(s.filter(pl.col('config') != 'default')['connections'].to_list()))
-    by = ['endpoint', 'config', 'runtime', 'connections']
-    served = select(df, 'served_rps', experiment='closed')   # the served rate where measured (`closed_fn`), else wrk's requests/s
-    rps = _per_rep((served if served.height else s).filter(pl.col('connections').is_in(cs)), by)
-    cpu = _per_rep(select(df, 'cpu_s_per_request', experiment='closed').filter(pl.col('connections').is_in(cs)), by)
-    t = rps.select(*by, pl.col('med').alias('rps'), 'n').join(cpu.select(*by, (pl.col('med') * 1000).alias('cpu_ms')), on=by, how='left')
-    base = t.filter((pl.col('runtime') == 'runc') & (pl.col('config') == 'default')).select('endpoint', 'connections', pl.col('rps').alias('_r'), pl.col('cpu_ms').alias('_c'))
-    t = t.join(base, on=['endpoint', 'connections'], how='left')
-    return (t.with_columns((pl.col('rps') / pl.col('_r')).round(2).alias('req/s ÷ runc'), (pl.col('cpu_ms') / pl.col('_c')).round(2).alias('CPU ÷ runc'),
-                           pl.col('rps').round(2), pl.col('cpu_ms').round(1))
-             .drop('_r', '_c').sort('endpoint', pl.col('config') != 'default', 'config', 'runtime')
-             .select('endpoint', 'config', 'runtime', 'connections', pl.col('rps').alias('req/s'), pl.col('cpu_ms').alias('CPU ms/request'), 'n', 'req/s ÷ runc', 'CPU ÷ runc'))
 
 # %% ../../nbs/62_runtimes_web.ipynb #c035
 from ..runtimes.rootfs import prepare_web_image
