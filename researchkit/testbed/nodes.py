@@ -94,6 +94,18 @@ class Proc:
                     except ProcessLookupError: break
                     try: self._popen.wait(wait); break
                     except subprocess.TimeoutExpired: pass
+                # the leader is reaped, but a member of its group (the program a wrapper started) may still be exiting: wait
+                # until the group is empty, at most `grace` s, then KILL what is left (CI saw a sockperf server's pid in its
+                # namespace right after stop returned)
+                deadline = time.monotonic() + grace
+                while True:
+                    try: os.killpg(self.pid, 0)
+                    except (ProcessLookupError, PermissionError): break
+                    if time.monotonic() > deadline:
+                        try: os.killpg(self.pid, signal.SIGKILL)
+                        except ProcessLookupError: pass
+                        break
+                    time.sleep(0.005)
             self.rc = self._popen.poll()
             return self.rc
         self.node.run(f"kill -TERM -{self.pid} 2>/dev/null; for i in $(seq {int(grace*10)}); do kill -0 {self.pid} 2>/dev/null || exit 0; sleep 0.1; done; "
