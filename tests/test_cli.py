@@ -297,7 +297,7 @@ def test_plan_reads_the_records_and_starts_nothing():
     from researchkit.studies.catalog import get_study, load_params
     s = get_study('lsm-bpf')
     assert n == {e: len(p) for e, p in s.plan(load_params('lsm-bpf', 'quick')).items()}, n
-    r = cli('plan', 'hlf-ec', '--param', 'repetitions=6')   # a custom run: the quick campaigns scaled, 6 / 3 repetitions
+    r = cli('plan', 'hlf-ec', '--param', 'repetitions=6')   # a custom run: the quick campaigns scaled, 6 / 4 repetitions
     assert r.returncode == 0 and 'profile quick+custom' in r.stdout and '54 point-repetitions × ' in r.stdout, r.stdout   # 9 points x 6
     for study in ('cni-net', 'runtimes-web', 'lsm-bpf', 'hlf-kata', 'hlf-ec'):   # every full profile validates and plans
         r = cli('plan', study, '--profile', 'full')
