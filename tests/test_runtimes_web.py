@@ -361,7 +361,10 @@ def test_no_point_pays_for_shrinking_the_prefork_pool(runtime):
             out = rw.measure_fn(P, servers)(dict(runtime=runtime, endpoint='cpu', rate=3.0, duration=1, timeout=6), 0)
             assert out['drained'][0] == 1.0, out
             if spare == 10:   # Debian's: the surplus is ended one a second, at the server's cost; the next point gets a fresh server
-                assert after > max(5 * at_rest, 1e-3), (after_ms, rest_ms)
+                # the shrinking pool's cost by the median window: Apache's first ends can come a few seconds after the drain (CI,
+                # 2026-11-29, runc: 1.37, 0.42, 4.14, 4.1, 3.99 ms/s after the burst, 0.05-0.06 at rest), so the least window can miss them
+                shrink = sorted(after_ms)[len(after_ms) // 2] / 1e3
+                assert shrink > max(5 * at_rest, 1e-3), (after_ms, rest_ms)
                 assert servers.resets == 1 and servers.inst is not fresh and not fresh.alive()
                 assert out['pool_replaced'][0] == 1.0 and out['pool_processes'][0] == 1 + pf['StartServers'], out
             else:             # the grown pool stays and idles at the cost of a fresh one; the next point runs on it
