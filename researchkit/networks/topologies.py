@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/topologies.html.md"""
 
 # %% ../../nbs/23b_topologies.ipynb #c003
 from __future__ import annotations
-import hashlib, pathlib, subprocess
+import hashlib, json, pathlib, subprocess
 from ..core import NotMeasurable, ResearchkitError
 from ..teardown import Teardown
 from .datapaths import Topology, testbed_hosts
@@ -101,7 +101,6 @@ def _namespaces(testbed, teardown:Teardown, capabilities=None) -> Topologies:
 
 def _pods(testbed, teardown:Teardown, capabilities=None) -> PodTopologies:
     "Pods of the net image on the cluster's networks; what the run records of the cluster in `tools`."
-    import json
     kube = testbed.kube
     image = kube.image('net', net_archive, tag=net_tag())
     print(f"Kubernetes {kube.check()['version']} at {kube.server}: net image {image}; networks {', '.join(kube.spec['networks']) or 'none'}")

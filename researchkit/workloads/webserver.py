@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/webserver.html.md"""
 
 # %% ../../nbs/34b_webserver.ipynb #c003
 from __future__ import annotations
-import functools, hashlib, json, math, pathlib, shlex, subprocess, time
+import functools, hashlib, json, math, os, pathlib, shlex, subprocess, time
 from types import SimpleNamespace
 from ..core import ConfigError, NotMeasurable
 from ..teardown import Teardown
@@ -273,7 +273,7 @@ def _pods(testbed, teardown:Teardown, P:dict, configs:dict[str, dict]) -> PodWeb
     return servers
 
 KINDS = {'local': _namespaces, 'ssh': _namespaces, 'kubernetes': _pods}   # testbed kind -> its web servers
-PREFLIGHT = {'local': lambda P, inventory: check_host(P, __import__('os').cpu_count()),   # a cluster's nodes: checked when its servers start
+PREFLIGHT = {'local': lambda P, inventory: check_host(P, os.cpu_count()),   # a cluster's nodes: checked when its servers start
              'kubernetes': lambda P, inventory: check_images(inventory.spec['kubernetes'], 'web')}
 
 def web_servers(testbed, teardown:Teardown, P:dict, *, configs:dict[str, dict]) -> WebServers|PodWebServers:
