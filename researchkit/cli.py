@@ -92,11 +92,13 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
              ) -> int:
     "Validate, then papermill-execute the study notebook with the validated parameters; always reap the run's leftovers. Returns the exit code."
     from researchkit.studies.catalog import get_study, notebook_path
-    from researchkit.studies.campaign import resolve_params, output_dirs
+    from researchkit.studies.campaign import resolve_params, output_dirs, resolved_token, RESOLVED_ENV
+    from researchkit.studies.contract import check_testbed_kind
     from researchkit.testbed.inventory import load_inventory
     s = get_study(study)
     P, recorded = resolve_params(s, profile, overrides)   # fails here, before anything starts
     inv = load_inventory(testbed)
+    check_testbed_kind(s, inv)                             # the method runs on this kind of testbed
     s.preflight(P, inv)                                    # the study's checks of parameters against the testbed
     rdir, fdir = output_dirs(recorded, results_dir=results_dir, figures_dir=figures_dir)
     root = project_root()
@@ -110,7 +112,8 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
            '-p', 'figures_dir', str(fdir), '-p', 'progress', str(progress), '-p', 'measure', 'True',
            '-p', 'new_campaign', str(new_campaign),
            '--cwd', str(root), '-k', 'python3', '--stdout-file', '-', '--stderr-file', '-', '--no-progress-bar']
-    env = {**os.environ, 'RESEARCHKIT_RUN_ID': run_id, 'PYTHONUNBUFFERED': '1'}
+    env = {**os.environ, 'RESEARCHKIT_RUN_ID': run_id, 'PYTHONUNBUFFERED': '1',
+           RESOLVED_ENV: resolved_token(s.name, profile, str(testbed), P, recorded)}   # resolved once: the kernel does not check P again
     rel = lambda p: os.path.relpath(p, root)
     print(f"run {run_id}: {study} --profile {profile} ({recorded}) --testbed {testbed} -> {rel(out)}; "
           f"records {rel(rdir)}/, figures {rel(fdir)}/; log {rel(log)}", file=sys.stderr)

@@ -303,3 +303,20 @@ def test_plan_reads_the_records_and_starts_nothing():
         r = cli('plan', study, '--profile', 'full')
         assert r.returncode == 0 and 'profile full' in r.stdout and re.search(r'estimated wall time: ~\d+\.\d min', r.stdout), (study, r.stdout, r.stderr)
     assert _tracked_changes() == before_git and not _cli.new_netns(before_ns, _cli.run_ids())
+
+
+@pytest.mark.parametrize('profile', ['smoke', 'quick', 'full'])
+def test_the_kernel_trusts_exactly_the_parameters_the_cli_resolved(profile):
+    "Resolved once per run: what `researchkit run` validates reaches the kernel through papermill (YAML, then Python literals) and its token still matches, so the kernel neither validates nor preflights again; one changed value and the token no longer matches."
+    import yaml
+    from papermill.translators import PythonTranslator
+    from researchkit.studies.catalog import STUDIES, get_study
+    from researchkit.studies.campaign import resolve_params, resolved_token, trusted
+    for name in STUDIES:
+        s = get_study(name)
+        P, recorded = resolve_params(s, profile)
+        ns = {}; exec(PythonTranslator.codify(yaml.safe_load(yaml.safe_dump(P))), ns)   # what the notebook's injected cell sets
+        given = {k: ns.get(k) for k in s.schema}
+        token = resolved_token(name, profile, 'local', P, recorded)
+        assert trusted(name, profile, 'local', given, token) == recorded, name
+        assert trusted(name, profile, 'local', {**given, 'repetitions': given['repetitions'] + 1}, token) is None, name

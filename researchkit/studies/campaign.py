@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/campaign.html.md"""
 
 # %% ../../nbs/59_campaign.ipynb #c003
 from __future__ import annotations
-import atexit, sys, time, html, json, pathlib
+import atexit, os, sys, time, html, json, hashlib, pathlib
 import polars as pl
 from fastcore.basics import patch
 from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, project_root, validate
@@ -22,7 +22,8 @@ from ..testbed.inventory import Testbed, load_inventory
 from .adaptive import adapt as adaptive_rounds
 
 # %% auto #0
-__all__ = ['resolve_params', 'custom_fields', 'recorded_custom', 'output_dirs', 'Campaign']
+__all__ = ['RESOLVED_ENV', 'resolve_params', 'custom_fields', 'recorded_custom', 'output_dirs', 'resolved_token', 'trusted',
+           'Campaign']
 
 # %% ../../nbs/59_campaign.ipynb #c005
 def _required(schema:dict) -> list[str]:
@@ -66,6 +67,19 @@ def output_dirs(recorded_profile:str,     # from `resolve_params`
     f = pathlib.Path(figures_dir) if figures_dir is not None else (root/'figures' if repro and measure else scratch/'figures')
     return r, f
 
+RESOLVED_ENV = 'RESEARCHKIT_RESOLVED'   # set by `researchkit run` for its kernel: the token of the parameters it resolved
+
+def resolved_token(study:str, profile:str, testbed:str, P:dict, recorded:str) -> str:
+    "`<recorded profile>:<sha256>` of the parameters `researchkit run` validated and preflighted for (study, profile, testbed): the kernel it starts, given these very values, takes them as resolved (`trusted`) instead of checking them again."
+    blob = json.dumps([study, profile, str(testbed), recorded, P], sort_keys=True, default=str)
+    return f"{recorded}:{hashlib.sha256(blob.encode()).hexdigest()}"
+
+def trusted(study:str, profile:str, testbed:str, P:dict, token:str|None) -> str|None:
+    "The recorded profile when `token` (the environment's `RESOLVED_ENV`) says that exactly these values were resolved for this run; None otherwise: check them."
+    if not token or ':' not in token: return None
+    recorded = token.rsplit(':', 1)[0]
+    return recorded if token == resolved_token(study, profile, testbed, P, recorded) else None
+
 # %% ../../nbs/59_campaign.ipynb #c008
 class Campaign:
     "One campaign of a study on a testbed: parameters, testbed, teardown, store, campaign choice, provenance, completion, records, claims and figures."
@@ -80,13 +94,17 @@ class Campaign:
                  progress:bool=True,            # progress bars
                 ):
         self.study = get_study(study) if isinstance(study, str) else study
-        self.P, self.profile = resolve_params(self.study, profile, params)   # bad input fails here, before anything starts
+        # a kernel of `researchkit run` gets the values the CLI validated and preflighted (`RESOLVED_ENV`): they are not checked again
+        recorded = trusted(self.study.name, profile, testbed, params, os.environ.get(RESOLVED_ENV)) if measure and params else None
+        if recorded: self.P, self.profile = dict(params), recorded
+        else: self.P, self.profile = resolve_params(self.study, profile, params)   # bad input fails here, before anything starts
         self.custom = custom_fields(self.study, profile, self.P) if self.profile != profile else {}   # recorded with the run's wall time
         self.measuring, self.progress = bool(measure), bool(progress)
         self.results_dir, self.figures_dir = output_dirs(self.profile, measure=self.measuring, results_dir=results_dir, figures_dir=figures_dir)
         inventory = load_inventory(testbed)
-        if self.measuring: check_testbed_kind(self.study, inventory)
-        if self.measuring: self.study.preflight(self.P, inventory)
+        if self.measuring and not recorded:
+            check_testbed_kind(self.study, inventory)
+            self.study.preflight(self.P, inventory)
         self.run_id = current_run_id()
         self.testbed = Testbed(inventory)
         self.teardown = Teardown()
