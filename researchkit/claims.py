@@ -12,6 +12,7 @@ from typing import Callable, NamedTuple
 import polars as pl
 from .core import ConfigError, NotMeasurable, markdown_table
 from .results.records import NOT_MEASURABLE
+from statistics import NormalDist
 
 # %% auto #0
 __all__ = ['STATUSES', 'CONFIDENCE', 'EVAL_SCHEMA', 'MIN_REPETITIONS', 'MAX_NEEDED', 'REP_KEY', 'Verdict', 'verdict', 'Finer',
@@ -184,7 +185,6 @@ def t_cdf(x:float, df:int) -> float:
 def _tq(df:int, level:float) -> float:
     "Exact by bisection up to 100 df; beyond, the Cornish–Fisher expansion (within 5e-4 there; the exact CDF costs O(df))."
     if df > 100:
-        from statistics import NormalDist
         z = NormalDist().inv_cdf(0.5 + level / 2)
         return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
     p, lo, hi = 0.5 + level / 2, 0.0, 1.0

@@ -6,9 +6,20 @@ Docs: https://researchkit.github.io/researchkit/cli.html.md"""
 
 # %% ../nbs/90_cli.ipynb #c003
 from __future__ import annotations
-import argparse, os, re, sys, time, json, signal, subprocess, threading, pathlib, datetime, yaml
+import argparse, os, re, sys, time, json, signal, subprocess, threading, pathlib, datetime, yaml, ctypes
 from .core import ConfigError, ResearchkitError, new_run_id, project_root
-from .teardown import reap
+from .teardown import reap, signals_unwind
+from .studies.catalog import get_study, notebook_path, study_names, params_path
+from .studies.campaign import resolve_params, output_dirs, resolved_token, RESOLVED_ENV, Campaign, recorded_custom
+from .studies.contract import check_testbed_kind
+from .testbed.inventory import load_inventory, Testbed
+from .claims import evaluate, STATUSES, claims_markdown
+from .testbed.nodes import LocalNode
+from .doctor import doctor, format_doctor, campaign_hosts
+from .results.records import host_facts
+from .runtimes.kube_cluster import KubeCluster, install_cluster_packages, build_kube_tools
+from .studies.planning import plan_study, format_plan
+from .policy.bpfprog import stray_programs
 
 # %% auto #0
 __all__ = ['TERMINAL_NOISE', 'descendants', 'kernels_of', 'follow', 'run_summary', 'run_study', 'parser', 'claims_table',
@@ -42,7 +53,6 @@ def kernels_of(pid:int) -> list[int]:
 # %% ../nbs/90_cli.ipynb #c007
 def _die_with_parent():
     "In the child: receive SIGTERM when the CLI dies, even by SIGKILL (Linux prctl PR_SET_PDEATHSIG)."
-    import ctypes
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 # %% ../nbs/90_cli.ipynb #c009
@@ -91,10 +101,6 @@ def run_study(study:str,              # study name, e.g. 'cni-net'
               grace:float=90,         # seconds the kernel gets to tear down after an interrupt
              ) -> int:
     "Validate, then papermill-execute the study notebook with the validated parameters; always reap the run's leftovers. Returns the exit code."
-    from researchkit.studies.catalog import get_study, notebook_path
-    from researchkit.studies.campaign import resolve_params, output_dirs, resolved_token, RESOLVED_ENV
-    from researchkit.studies.contract import check_testbed_kind
-    from researchkit.testbed.inventory import load_inventory
     s = get_study(study)
     P, recorded = resolve_params(s, profile, overrides)   # fails here, before anything starts
     inv = load_inventory(testbed)
@@ -203,7 +209,6 @@ def parser() -> argparse.ArgumentParser:
 
 def _recorded(study:str, campaign:str|None, profile:str, results_dir):
     "(the study, the records of campaign `campaign` or of the latest finished one of `profile`) read without measuring; `ResearchkitError` when there are none."
-    from researchkit.studies.campaign import Campaign
     run = Campaign(study, profile=profile, measure=False, campaign=campaign, results_dir=results_dir, progress=False)
     try: df = run.records()
     finally: run.close()
@@ -214,8 +219,6 @@ def _recorded(study:str, campaign:str|None, profile:str, results_dir):
 
 def claims_table(study:str, *, campaign:str|None=None, profile:str='quick', results_dir=None):
     "(the claims table, the campaign id, the parameters its runs set otherwise than their profile) of a recorded campaign, from its records alone; `ResearchkitError` when there is none."
-    from researchkit.claims import evaluate
-    from researchkit.studies.campaign import recorded_custom
     s, df = _recorded(study, campaign, profile, results_dir)
     return evaluate(s.claims(), df), df['campaign'][0], recorded_custom(df)
 
@@ -231,7 +234,6 @@ def export_records(study:str, *, campaign:str|None=None, profile:str='quick', re
 
 def fail_on(text:str|None) -> set[str]:
     "The verdicts `--fail-on` names (comma-separated; 'not-measurable' for 'not measurable'), or `ConfigError('--fail-on')`."
-    from researchkit.claims import STATUSES
     if text is None: return set()
     got = {w.strip().replace('-', ' ') for w in text.split(',') if w.strip()}
     bad = sorted(got - set(STATUSES))
@@ -243,7 +245,6 @@ def claims_text(study:str, *, campaign:str|None=None, profile:str='quick', resul
                 table=None,   # what `claims_table` returned, if read already
                ) -> str:
     "The claims table of a recorded campaign (Markdown, or JSON), from its records alone; a custom run's parameters under its name."
-    from researchkit.claims import claims_markdown
     t, cid, custom = table or claims_table(study, campaign=campaign, profile=profile, results_dir=results_dir)
     if as_json:
         return json.dumps([{'id': r['id'], 'verdict': r['status'], 'claim': r['text'], 'paper': r['paper'], 'measured': r['measured'],
@@ -254,9 +255,6 @@ def claims_text(study:str, *, campaign:str|None=None, profile:str='quick', resul
 # %% ../nbs/90_cli.ipynb #c011s1
 def prepare_studies(names:list[str]|None=None) -> int:
     "Run each study's `prepare` on this machine (all studies by default), printing what it made ready and in how long; 1 if one failed (named, with why), 130 if stopped (SIGTERM, SIGHUP, Ctrl-C: what was being built is undone)."
-    from researchkit.studies.catalog import study_names, get_study
-    from researchkit.testbed.nodes import LocalNode
-    from researchkit.teardown import signals_unwind
     studies = [get_study(s) for s in names or study_names()]   # an unknown name fails before anything is built
     node, failed = LocalNode(), []
     for s in studies:
@@ -276,9 +274,6 @@ def main(argv:list[str]|None=None) -> int:
     args = parser().parse_args(argv)
     try:
         if args.cmd == 'doctor':
-            from researchkit.testbed.inventory import load_inventory, Testbed
-            from researchkit.doctor import doctor, format_doctor, campaign_hosts
-            from researchkit.results.records import host_facts
             with Testbed(load_inventory(args.testbed)) as tb:   # last: did the testbed's first host measure the committed campaigns?
                 print(format_doctor(doctor(tb), testbed=tb.name, campaigns=campaign_hosts(host_facts(tb.hosts()[0])) if tb.hosts() else None))
             return 0
@@ -287,8 +282,6 @@ def main(argv:list[str]|None=None) -> int:
                              overrides=dict(args.param) or None, progress=not args.no_progress, new_campaign=args.new_campaign)
         if args.cmd == 'report':
             from researchkit.report import build_report
-            from researchkit.studies.catalog import study_names, get_study
-            from researchkit.studies.campaign import output_dirs
             rdir, fdir = output_dirs(args.profile, results_dir=args.results, figures_dir=args.figures)
             path = build_report(results_root=rdir, figures_root=fdir, studies=[get_study(s) for s in study_names()], profile=args.profile)
             print(path); return 0
@@ -306,18 +299,15 @@ def main(argv:list[str]|None=None) -> int:
         if args.cmd == 'cleanup':
             runners = None
             if args.testbed:
-                from researchkit.testbed.inventory import load_inventory, Testbed
                 tb = Testbed(load_inventory(args.testbed)); runners = tb.runners()
             done = reap(runners=runners)
             print('\n'.join(done) or 'nothing to clean up')
-            from researchkit.policy.bpfprog import stray_programs   # BPF objects are fd-owned: they die with their process
+            # BPF objects are fd-owned: they die with their process
             for p in stray_programs():
                 holders = ', '.join(f"{h.get('comm')} (pid {h.get('pid')})" for h in p['pids']) or 'no process (pinned?)'
                 print(f"BPF program {p['name']} (id {p['id']}, {p['type']}) still loaded, held by {holders}")
             return 0
         if args.cmd == 'kube-cluster':
-            from researchkit.runtimes.kube_cluster import KubeCluster, install_cluster_packages, build_kube_tools
-            from researchkit.teardown import signals_unwind
             install_cluster_packages(); build_kube_tools()
             with signals_unwind(), KubeCluster(multus=True) as c:   # Multus where it built (NetworkAttachmentDefinitions for secondary networks)
                 print(f"Kubernetes {c.version()['kubernetes']} up: kubeconfig {c.kubeconfig}\ntestbed inventory {c.write_inventory(args.inventory)}\n"
@@ -330,11 +320,9 @@ def main(argv:list[str]|None=None) -> int:
             return 0
         if args.cmd == 'prepare': return prepare_studies(args.studies)
         if args.cmd == 'plan':
-            from researchkit.studies.planning import plan_study, format_plan
             print(format_plan(plan_study(args.study, args.profile, testbed=args.testbed, overrides=dict(args.param) or None, results_root=args.results)))
             return 0
         if args.cmd == 'studies':
-            from researchkit.studies.catalog import study_names, get_study, params_path
             for s in study_names():
                 print(f"{s:<14} {' '.join(sorted(p.stem for p in params_path(s, 'x').parent.glob('*.yaml')))}  — {get_study(s).title}")
             return 0

@@ -16,7 +16,8 @@ from .networks.datapaths import DATAPATHS, testbed_hosts
 from .results.records import host_facts, mitigations_text, recorded_hosts, host_changes
 from .results.store import ResultStore
 from .core import project_root
-import os
+import os, time, statistics
+from .testbed.kube import kube_rows
 
 # %% auto #0
 __all__ = ['SLOW_COMMAND_S', 'host_caps', 'command_round_trip', 'runtime_caps', 'policy_caps', 'ledger_tool_caps',
@@ -38,7 +39,6 @@ SLOW_COMMAND_S = 0.05   # a study issues ~1000 commands to a node (lsm-bpf's smo
 
 def command_round_trip(node:Node, n:int=5) -> Cap:
     "`Cap('host', 'command-round-trip', fast, detail)`: the median time of `n` `true` commands on a remote `node`; slow (over `SLOW_COMMAND_S`) says the usual cause."
-    import time, statistics
     ts = []
     for _ in range(n):
         t0 = time.perf_counter(); node.run('true', timeout=30); ts.append(time.perf_counter() - t0)
@@ -81,7 +81,6 @@ def doctor(testbed=None,          # a `Testbed`, an inventory name/path, or None
     try:
         out = {name: node_capabilities(n, refresh=refresh) for name, n in tb.nodes.items()}
         if tb.kube is not None:   # a cluster: its version, nodes, RuntimeClasses tried with a tiny pod, CNI, Multus
-            from researchkit.testbed.kube import kube_rows
             out['kubernetes'] = Capabilities('kubernetes', [Cap(a, item, ok, why) for a, item, ok, why in kube_rows(tb.kube)])
         return out
     finally:

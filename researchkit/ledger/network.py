@@ -23,6 +23,7 @@ from .spec import (NetworkSpec, OrgSpec, NodeSpec, Limits, Layout, check_limits,
     enroll_script, ca_command, configtx_yaml, endorsement_flags, orderer_env, peer_env, chaincode_env, admin_env, core_yaml,
     builder_scripts, cc_package, package_id, sdk_profile, FABRIC_ROOT, FABRIC_MODULE, FABRIC_PIN, FABRIC_VERSION, FABRIC_CA_VERSION,
     PAPER_FABRIC, ORDERER_ORG, PORTS, CC_LABEL_VERSION)
+from importlib.metadata import version, PackageNotFoundError
 
 # %% auto #0
 __all__ = ['CLIENT_TOOLS', 'ROLE_TOOLS', 'SDK_VERSION', 'SDK_INSTALL', 'SDK_SCRIPT', 'NetworkError', 'fabric_config_dir',
@@ -500,7 +501,6 @@ SDK_SCRIPT = asset('ledger/assets/fabric_sdk_check.py.in')   # the fabric-sdk-py
 
 def sdk_version() -> str|None:
     "Installed fabric-sdk-py version, or None."
-    from importlib.metadata import version, PackageNotFoundError
     try: return version('fabric-sdk-py')
     except PackageNotFoundError: return None
 

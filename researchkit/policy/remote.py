@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/policy_remote.html.md"""
 
 # %% ../../nbs/27b_policy_remote.ipynb #c003
 from __future__ import annotations
-import base64, dataclasses, hashlib, io, json, os, pathlib, posixpath, secrets, shlex, signal, socket, subprocess, sys, tarfile, time
+import base64, dataclasses, hashlib, io, json, os, pathlib, posixpath, secrets, shlex, signal, socket, subprocess, sys, tarfile, time, researchkit
 from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, Proc
@@ -95,7 +95,6 @@ sys.stdout.write(out.decode())
 
 def package_tar() -> tuple[str, bytes]:
     "(content hash, tar.gz bytes) of researchkit's Python files and the asset files they build or run (`core.asset`)."
-    import researchkit
     root = pathlib.Path(researchkit.__file__).resolve().parent
     files = sorted(p for p in root.rglob('*') if p.is_file() and '__pycache__' not in p.parts and (p.suffix == '.py' or 'assets' in p.relative_to(root).parts))
     h = hashlib.sha256()

@@ -12,6 +12,7 @@ from typing import Callable
 from ..core import ConfigError, NotMeasurable
 from .records import records, not_measurable, point_json, point_key
 from .store import ResultStore
+from tqdm.auto import tqdm
 
 # %% auto #0
 __all__ = ['SweepSummary', 'run_order', 'sweep']
@@ -67,7 +68,6 @@ def _check_points(points) -> list[dict]:
 
 def _progress(total:int, initial:int, desc:str, enabled:bool):
     if not enabled: return None
-    from tqdm.auto import tqdm
     return tqdm(total=total, initial=initial, desc=desc, unit='pt', dynamic_ncols=True)
 
 def sweep(store:ResultStore,                # where records go (and what is already recorded)

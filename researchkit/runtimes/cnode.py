@@ -12,6 +12,7 @@ from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, Result, CommandTimeout
 from .container import Container, Mount
 from .adapters import Runtime, get_runtime
+from .rootfs import host_rootfs, HOST_BINDS
 
 # %% auto #0
 __all__ = ['IO_DIR', 'ContainerNode']
@@ -45,7 +46,6 @@ class ContainerNode(Node):
         if on_start is not None and not callable(on_start): raise ConfigError('on_start', f"expected a callable(Instance), got {on_start!r}")
         if wrap is not None and not callable(wrap): raise ConfigError('wrap', f"expected a callable(Container) -> Container, got {wrap!r}")
         if image is None:
-            from researchkit.runtimes.rootfs import host_rootfs, HOST_BINDS
             image, base = str(host_rootfs(self.host)), [Mount(p, p, readonly=True) for p in HOST_BINDS]
         else: base = []
         self.image, self.mounts, self.netns, self.cpuset = str(image), [*base, *mounts], netns, cpuset

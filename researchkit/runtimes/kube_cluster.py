@@ -6,13 +6,12 @@ Docs: https://researchkit.github.io/researchkit/kube_cluster.html.md"""
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c003
 from __future__ import annotations
-import base64, hashlib, io, ipaddress, json, os, pathlib, re, secrets, shlex, shutil, socket, subprocess, tarfile, tempfile, time
+import base64, hashlib, io, ipaddress, json, os, pathlib, re, secrets, shlex, shutil, socket, subprocess, tarfile, tempfile, time, yaml
 from fastcore.basics import patch
-from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id
+from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, project_root
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode
 from .docker_engine import install_debs, host_state, state_diff
-from ..core import project_root
 from ..testbed.tools import tool_path
 
 # %% auto #0
@@ -116,7 +115,6 @@ def deb_entries(packages,            # Debian packages installed on this host (a
                 what:str='image',    # what needs them, for the error
                ) -> list[tuple[str, str|None, str|None]]:
     "The programs and libraries of `packages` as `image_archive` entries, taken from this host's installed Debian packages (an image whose root filesystem is the same Debian release runs them): files under /usr/bin, /usr/sbin and /usr/lib, and /bin, /sbin, /lib ones at their merged-/usr paths; `NotMeasurable` naming a package that is not installed."
-    import subprocess
     out = {}
     for pkg in packages:
         r = subprocess.run(['dpkg', '-L', pkg], capture_output=True, text=True)
@@ -563,7 +561,6 @@ def inventory(self:KubeCluster) -> dict:
 @patch
 def write_inventory(self:KubeCluster, path:str|os.PathLike|None=None) -> pathlib.Path:
     "Write `inventory()` as YAML (default `<base>/testbed.yaml`, removed with the cluster); its path."
-    import yaml
     p = pathlib.Path(path or f"{self.base}/testbed.yaml"); p.write_text(yaml.safe_dump(self.inventory(), sort_keys=False))
     return p
 

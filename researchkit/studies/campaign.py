@@ -15,11 +15,12 @@ from ..teardown import Teardown
 from ..results.records import live_provenance, campaign_complete, records, not_measurable, recorded_hosts, host_changes, point_key, CAMPAIGN
 from ..results.store import ResultStore
 from ..results.sweep import sweep, SweepSummary
-from .contract import Study, REPRODUCTION_PROFILE, RUN_PARAMETERS, check_testbed_kind
+from .contract import Study, REPRODUCTION_PROFILE, RUN_PARAMETERS, check_testbed_kind, study_notes
 from .catalog import get_study, load_params
-from .contract import study_notes
 from ..testbed.inventory import Testbed, load_inventory
 from .adaptive import adapt as adaptive_rounds
+from ..testbed.capabilities import probe
+from IPython.display import display, Image, SVG, Markdown
 
 # %% auto #0
 __all__ = ['RESOLVED_ENV', 'resolve_params', 'custom_fields', 'recorded_custom', 'output_dirs', 'resolved_token', 'trusted',
@@ -138,7 +139,6 @@ class Campaign:
     def capabilities(self):
         "What the first host can run, measured by trying (cached)."
         if self._caps is None:
-            from researchkit.testbed.capabilities import probe
             self._caps = probe(self.node)
         return self._caps
 
@@ -323,7 +323,6 @@ def figures(self:Campaign, df:pl.DataFrame|None=None) -> list[pathlib.Path]:
 @patch
 def show_figures(self:Campaign, df:pl.DataFrame|None=None) -> list[pathlib.Path]:
     "`figures()`, displayed in the notebook (SVG where there is one, else PNG: the stored outputs keep the SVG, so the notebook shows its figures wherever it is opened), each under a line naming it and the campaign it shows."
-    from IPython.display import display, Image, SVG, Markdown
     df = self.records() if df is None else df
     camps = ', '.join(sorted(df['campaign'].unique().to_list())) if df.height and 'campaign' in df.columns else 'none'
     paths = self.figures(df)

@@ -6,14 +6,13 @@ Docs: https://researchkit.github.io/researchkit/cni_net.html.md"""
 
 # %% ../../nbs/61_cni_net.ipynb #c003
 from __future__ import annotations
-import pathlib
+import pathlib, time
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..claims import Claim, all_hold, at_least, at_most, not_measurable_reason, optional, ratio, select, summarize, verdict
 from ..teardown import Teardown
 from .contract import Study, ADAPTIVE
-from ..networks.datapaths import PLACEMENTS
-from ..networks.datapaths import DATAPATHS, testbed_hosts
+from ..networks.datapaths import PLACEMENTS, DATAPATHS, testbed_hosts
 from ..networks.topologies import Topologies, preflight as endpoints_preflight, topologies as testbed_topologies
 from ..workloads import iperf, mpi, sockperf
 from ..workloads.iperf import iperf3
@@ -153,7 +152,6 @@ def build_inventory(P:dict, topologies:Topologies, *, testbed=None, capabilities
                     skip=lambda point: False, # points already recorded (a resumed run)
                    ) -> list[tuple[dict, dict, str]]:
     "Build every (placement, datapath) once; returns (point, metrics, variant label) triples."
-    import time
     out = []
     for pl_ in P['placements']:
         for dp in P['datapaths']:
@@ -443,7 +441,6 @@ def notes(df:pl.DataFrame) -> list[str]:
     inv = _series(df, 'datapaths', 'setup_s')
     if inv.height:
         t = inv.group_by('datapath').agg(pl.col('note').last().alias('variant'), (pl.col('value').median() * 1000).round(0).alias('setup_ms'))
-        from researchkit.networks.datapaths import DATAPATHS
         paper = {d: DATAPATHS[d].paper_name if d in DATAPATHS else d for d in t['datapath']}
         rows = [[r['datapath'], paper[r['datapath']], r['variant'], r['setup_ms']]
                 for r in t.sort(pl.col('datapath').replace_strict({d: i for i, d in enumerate(DATAPATH_NAMES)}, default=99)).iter_rows(named=True)]

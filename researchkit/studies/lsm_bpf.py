@@ -14,16 +14,18 @@ from ..teardown import Teardown
 from ..results.records import NOT_MEASURABLE
 from .contract import Study, ADAPTIVE
 from ..policy.rules import Rules, synthetic, FILLER_DIR
-from ..policy.mechanisms import Policy, check_enforcement, EnforcementError, MECHANISMS
+from ..policy.mechanisms import Policy, check_enforcement, EnforcementError, MECHANISMS, mechanism_rows
 from ..policy.remote import policy_host, policy_on
 from ..networks.datapaths import Topology, testbed_hosts
 from ..policy.bpfprog import libbpf_version
-from ..policy.mechanisms import mechanism_rows
 from ..runtimes.adapters import get_runtime
 from ..runtimes.cnode import ContainerNode
 from ..runtimes.container import Mount
 from ..runtimes.rootfs import WEB_PACKAGES, rootfs_image
 from ..workloads.webapp import http_ready, web_container
+from ..workloads.fio import fio, tool_versions as fio_versions
+from ..workloads.wrk import wrk, tool_versions as wrk_versions
+from ..workloads.trigger import trigger, tool_versions as trigger_versions
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'FILE_MECHANISMS', 'NET_MECHANISMS', 'FIO_VARIANTS', 'WRK_VARIANTS', 'PERCALL_MODES',
@@ -193,9 +195,6 @@ _HOOK_KEYS = {'open': ('openat', 'file_open'), 'connect': ('connect4', 'connect6
 # %% ../../nbs/63_lsm_bpf.ipynb #c011s1
 def measure_fn(experiment:str, P:dict, bench:Bench):
     "The `measure(point, repetition)` callable of one experiment."
-    from researchkit.workloads.fio import fio
-    from researchkit.workloads.wrk import wrk
-    from researchkit.workloads.trigger import trigger
     def measure(pt:dict, rep:int) -> dict:
         with Teardown(bench.td.ledger) as td:   # the point's policy and containers end with the point
             policy = bench.policy(pt['mechanism'], pt['rules'], td)
@@ -512,8 +511,7 @@ def notes(df:pl.DataFrame) -> list[str]:
 # %% ../../nbs/63_lsm_bpf.ipynb #c019
 def tool_versions(node) -> dict:
     "Versions of fio, wrk, rk-trigger, libbpf and what each policy mechanism gave when tried on `node` (for provenance)."
-    from researchkit.workloads import fio, wrk, trigger
-    out = {**fio.tool_versions(node), **wrk.tool_versions(node), **trigger.tool_versions(), 'libbpf': libbpf_version()}
+    out = {**fio_versions(node), **wrk_versions(node), **trigger_versions(), 'libbpf': libbpf_version()}
     out.update({f"mechanism:{n}": (why if ok else f"unavailable: {why}")[:160] for n, ok, why in mechanism_rows()})
     return out
 

@@ -6,15 +6,13 @@ Docs: https://researchkit.github.io/researchkit/runtimes_web.html.md"""
 
 # %% ../../nbs/62_runtimes_web.ipynb #c003
 from __future__ import annotations
-import math, pathlib, time
+import math, pathlib, time, json, dataclasses
 from typing import NamedTuple
 import polars as pl
-from ..core import Field, ConfigError, NotMeasurable, markdown_table
-from ..claims import Claim, Finer, Verdict, agreement, all_hold, at_least, at_most, decide, log_t_interval, not_measurable_reason, select, summarize, t_interval, verdict, within
-from ..claims import MIN_REPETITIONS, per_repetition, spread
+from ..core import Field, ConfigError, NotMeasurable, markdown_table, validate
+from ..claims import Claim, Finer, Verdict, agreement, all_hold, at_least, at_most, decide, log_t_interval, not_measurable_reason, select, summarize, t_interval, verdict, within, MIN_REPETITIONS, per_repetition, spread
 from .contract import Study, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
-from ..core import validate
 from ..runtimes.adapters import RUNSC_DEFAULTS, RUNSC_CHOICES, runsc_config, runsc_label
 from ..workloads.webapp import APP_PLACES
 from ..results.records import NOT_MEASURABLE
@@ -159,7 +157,6 @@ def server_configs(df:pl.DataFrame) -> dict[str, dict]:
 
 def _provenance_json(df:pl.DataFrame, key:str):
     "The JSON value the records' tool versions hold under `key` (the first that has it), or None."
-    import json
     for tv in (df['tool_versions'].drop_nulls().unique().to_list() if 'tool_versions' in df.columns else []):
         try: c = json.loads(tv).get(key)
         except (ValueError, AttributeError): c = None
@@ -482,7 +479,6 @@ def _seconds_verdict(xs:list[float], band, label:str):
 
 def _named(check):
     "`check` whose verdict names the runsc configuration and the method (open-loop knees) it was decided on."
-    import dataclasses
     def run(df):
         v = check(df)
         if not v.measured: return v

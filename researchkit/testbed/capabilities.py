@@ -11,8 +11,8 @@ from dataclasses import dataclass, asdict
 from ..core import ResearchkitError, NotMeasurable, current_run_id, cache_dir, asset
 from ..teardown import Teardown
 from .nodes import Node, Result
-from .tools import compile_bpf
-from .tools import _root_expr, go_tools
+from .tools import compile_bpf, _root_expr, go_tools
+import polars as pl
 
 # %% auto #0
 __all__ = ['AREAS', 'LINK_TRIES', 'QDISC_TRIES', 'TC_BPF_SRC', 'BPF_PROG_TYPES', 'TOOLS', 'TOOL_DIRS', 'Cap', 'Capabilities',
@@ -60,7 +60,6 @@ class Capabilities:
 
     def table(self):
         "The rows as a polars DataFrame (node, area, item, available, detail)."
-        import polars as pl
         return pl.DataFrame([{'node': self.node, **asdict(r)} for r in self.rows],
                             schema={'node': pl.Utf8, 'area': pl.Utf8, 'item': pl.Utf8, 'available': pl.Boolean, 'detail': pl.Utf8})
     def to_dict(self) -> dict: return {'node': self.node, 'rows': [asdict(r) for r in self.rows]}

@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/kube.html.md"""
 
 # %% ../../nbs/12b_kube.ipynb #c003
 from __future__ import annotations
-import base64, json, os, pathlib, re, secrets, shlex, sys, time
+import base64, json, os, pathlib, re, secrets, shlex, sys, time, tempfile, tarfile, subprocess, argparse
 from fastcore.basics import patch
 from ..core import ConfigError, Field, NotMeasurable, current_run_id, validate
 from ..teardown import Teardown
@@ -148,7 +148,6 @@ class Kube:
         sock = self.spec['local_containerd']
         if build is None or sock is None:
             raise ConfigError(f'kubernetes.images.{name}', f"no {name!r} image: give its reference (a registry the nodes can pull from)")
-        import tempfile, tarfile, subprocess
         ctr = ['ctr', '--address', sock, '--namespace', 'k8s.io']
         have = lambda t: t in subprocess.run([*ctr, 'images', 'ls', '-q', f'name=={t}'], capture_output=True, text=True, timeout=60).stdout.split()
         if tag is not None and have(tag): self.spec['images'][name] = tag; return tag
@@ -505,7 +504,6 @@ class _nullctx:
 
 # %% ../../nbs/12b_kube.ipynb #c013
 def main(argv=None) -> int:
-    import argparse
     ap = argparse.ArgumentParser(prog='python -m researchkit.testbed.kube')
     sub = ap.add_subparsers(dest='cmd', required=True)
     d = sub.add_parser('delete', help="delete a run's pod, or its namespace with everything in it")

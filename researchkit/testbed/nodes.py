@@ -6,7 +6,7 @@ Docs: https://researchkit.github.io/researchkit/nodes.html.md"""
 
 # %% ../../nbs/10_nodes.ipynb #c003
 from __future__ import annotations
-import os, time, shlex, signal, shutil, subprocess, tempfile, pathlib, html
+import os, time, shlex, signal, shutil, subprocess, tempfile, pathlib, html, atexit
 from dataclasses import dataclass, field
 from ..core import ResearchkitError
 from ..teardown import Teardown, kill_cmd, _proc_start
@@ -208,7 +208,6 @@ _LOGDIR = []
 def _logdir() -> str:
     "One directory per process for background-process logs, removed when the process exits."
     if not _LOGDIR:
-        import atexit
         _LOGDIR.append(tempfile.mkdtemp(prefix='rk-proc-'))
         atexit.register(shutil.rmtree, _LOGDIR[0], ignore_errors=True)
     return _LOGDIR[0]

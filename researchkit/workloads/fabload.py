@@ -6,14 +6,15 @@ Docs: https://researchkit.github.io/researchkit/fabload.html.md"""
 
 # %% ../../nbs/38_fabload.ipynb #c003
 from __future__ import annotations
-import io, json, math, re, secrets, shlex, time
+import io, json, math, re, secrets, shlex, time, html
 from dataclasses import dataclass, field
 import polars as pl
-from ..core import ConfigError, ResearchkitError, current_run_id, asset
+from ..core import ConfigError, ResearchkitError, current_run_id, asset, NotMeasurable
 from ..teardown import Teardown
 from ..testbed.nodes import Node, LocalNode, NetnsNode, Result, CommandFailed
 from ..runtimes.container import check_cpus
 from ..testbed.tools import go_tool
+from ..runtimes.adapters import cgroup_undo, CGROUP_LOCK
 
 # %% auto #0
 __all__ = ['GATEWAY_FIELDS', 'MAX_RATE', 'MAX_CLIENTS', 'MAX_SECONDS', 'MAX_PAYLOAD', 'ROW_SCHEMA', 'SHED', 'CGROUP_CPUACCT',
@@ -230,7 +231,6 @@ class LoadResult:
         return pl.DataFrame([(k, v, u) for k, (v, u) in self.metrics.items()], schema=['metric', 'value', 'unit'], orient='row')
 
     def _repr_html_(self):
-        import html
         flag = ' <b style="color:#b00">flagged: send rate short</b>' if self.flags.get('send_rate_short') else ''
         head = f"<b>rk-load {self.mode} loop</b> {html.escape(json.dumps(self.params))}{flag}"
         body = ''.join(f"<tr><td>{k}</td><td>{v:.6g}</td><td>{html.escape(u)}</td></tr>" for k, (v, u) in self.metrics.items())
@@ -271,7 +271,6 @@ def _run(gw, mode:str, *, rate, clients, duration, warmup, payload, cpus, max_in
     # `ip netns exec` mounts a fresh /sys, which hides the cgroup hierarchies: the line runs on the pod's host and enters the netns itself
     host, enter = (node.parent, ['ip', 'netns', 'exec', node.netns]) if isinstance(node, NetnsNode) else (node, [])
     if cgroup and not host.run(f"test -f {CGROUP_CPUACCT}/cpuacct.usage", check=False, timeout=15).ok:
-        from researchkit.core import NotMeasurable
         raise NotMeasurable('rk-load cgroup CPU', f"no cgroup v1 cpuacct hierarchy at {CGROUP_CPUACCT} on {host.name}; pass cgroup=False")
     rk = binary or rk_load_binary(node)
     # 2. the run: a per-run name for the rows file and the cgroup, both registered before they exist
@@ -285,7 +284,7 @@ def _run(gw, mode:str, *, rate, clients, duration, warmup, payload, cpus, max_in
              *(['-count', str(count)] if count else [])]
     argv = shlex.join([*enter, *(['taskset', '-c', cpus] if cpus is not None else []), rk, *flags])
     if cgroup:   # rk-load alone in a cpuacct cgroup of its own: its whole CPU, start-up and gRPC threads included
-        from researchkit.runtimes.adapters import CGROUP_LOCK   # made under its shared lock: no undo removes /researchkit meanwhile
+        # the cgroup is made under CGROUP_LOCK, shared: no undo removes /researchkit meanwhile
         inner = 'echo $$ > "$0/cgroup.procs" && exec ' + argv
         line = f'flock -s {CGROUP_LOCK} mkdir -p {cg} && sh -c {q(inner)} {cg}; rc=$?; echo "@@cgroup_cpu_ns $(cat {cg}/cpuacct.usage)"; exit $rc'
     else: line = argv
@@ -298,7 +297,6 @@ def _run(gw, mode:str, *, rate, clients, duration, warmup, payload, cpus, max_in
             td.add(f"rows {rows_path}", lambda: node.run(f"rm -f {q(rows_path)}", check=False, timeout=30),
                    undo=f"rm -f {q(rows_path)}", node=node.ledger_node)
         if cgroup:
-            from researchkit.runtimes.adapters import cgroup_undo
             td.add(f"cgroup {tag}", lambda: host.run(cgroup_undo(tag), check=False, timeout=60), undo=cgroup_undo(tag), node=host.ledger_node)
         r = host.run(line, timeout=warmup + duration + 4 * timeout + margin, check=False)
         try:
@@ -430,7 +428,6 @@ def caliper(gw,                           # a `Gateway`, its mapping, or a netwo
     host, enter = (node.parent, ['ip', 'netns', 'exec', node.netns]) if isinstance(node, NetnsNode) else (node, [])
     cal = caliper_dir(host)
     if cal is None:
-        from researchkit.core import NotMeasurable
         raise NotMeasurable('caliper', f"Caliper {CALIPER_VERSION} is not installed on {host.name}: {CALIPER_INSTALL}")
     q = shlex.quote
     key = node.run(f"ls {q(gw.msp)}/keystore/* | head -1", timeout=15).stdout.strip()
@@ -453,13 +450,12 @@ def caliper(gw,                           # a `Gateway`, its mapping, or a netwo
            '--caliper-flow-only-test', '--caliper-fabric-gateway-enabled', '--caliper-report-path', f"{ws}/report.html",
            '--caliper-logging-target-file-enabled', 'false']
     inner = 'echo $$ > "$0/cgroup.procs" && exec ' + shlex.join(cmd)
-    from researchkit.runtimes.adapters import CGROUP_LOCK   # made under its shared lock: no undo removes /researchkit meanwhile
+    # the cgroup is made under CGROUP_LOCK, shared: no undo removes /researchkit meanwhile
     line = (f"unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY; cd {q(ws)} && flock -s {CGROUP_LOCK} mkdir -p {cg} && sh -c {q(inner)} {cg}; rc=$?; "
             f"echo \"@@cgroup_cpu_ns $(cat {cg}/cpuacct.usage)\"; exit $rc")
     td = Teardown(teardown.ledger if teardown is not None else None)
     if teardown is not None: teardown.callback(f"caliper run {tag}", td.close)
     with td:
-        from researchkit.runtimes.adapters import cgroup_undo
         td.add(f"workspace {ws}", lambda: host.run(f"rm -rf {q(ws)}", check=False, timeout=30), undo=f"rm -rf {q(ws)}", node=host.ledger_node)
         td.add(f"cgroup {tag}", lambda: host.run(cgroup_undo(tag), check=False, timeout=60), undo=cgroup_undo(tag), node=host.ledger_node)
         for f, text in (('ccp.json', json.dumps(ccp)), ('network.json', json.dumps(netcfg)), ('bench.json', json.dumps(bench)),
