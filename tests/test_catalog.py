@@ -129,8 +129,10 @@ def test_a_study_added_from_the_guide_runs_and_decides(tmp_path, monkeypatch):
     files = _guide_files()
     assert set(files) == {'toy_bridge.py', 'params/toy-bridge/smoke.yaml'}, sorted(files)
     assert [l for l in files['toy_bridge.py'].splitlines() if l.startswith('# ')] == \
-        ['# Parameters', '# The plan: the two arms of the claim side by side at each size', '# What the method asks of the testbed: two endpoints on a data path (`networks.topologies`)',
-         '# The method: one iperf3 run per point; the two paths of a size back to back (`pair`)', '# Claims: a ratio per repetition (geometric mean over sizes), decided on its interval',
+        ['# Parameters', '# The plan: the two arms of the claim side by side at each size',
+         '# What the method asks of the testbed: two endpoints on a data path (`networks.topologies`), built once per run',
+         '# The method: one iperf3 run per point', '# ... and its order: the two paths of a size back to back (`pair`)',
+         '# Claims: a ratio per repetition (geometric mean over sizes), decided on its interval',
          '# Figures: from the records alone', '# The study']
     (tmp_path/'mods').mkdir(); (tmp_path/'mods'/'toy_bridge.py').write_text(files['toy_bridge.py'])
     (tmp_path/'params'/'toy-bridge').mkdir(parents=True)   # the guide's params/toy-bridge/, here (a test writes no tracked file)

@@ -15,7 +15,7 @@ def build_report(**kw):
 
 def _study(name, title, claims, figures=lambda df, outdir: []):
     return Study(name=name, title=title, seed='none', schema={'repetitions': Field(int)}, plan=lambda P: {},
-                 measure=lambda run, P: None, claims=claims, figures=figures)
+                 apparatus=lambda run, P: None, method=lambda run, app, e, P: None, claims=claims, figures=figures)
 
 def _fake_study(name='cni-demo', *, figures=True, broken=False):
     "A tiny study object (fixture): two claims over throughput records, one figure."

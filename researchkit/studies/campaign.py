@@ -258,13 +258,12 @@ def not_measurable(self:Campaign, points:dict[str, list[dict]],   # experiment -
 
 @patch
 def measure(self:Campaign) -> list[SweepSummary]:
-    "Run the study's method on this campaign, then mark the campaign complete; with measure=False, nothing."
+    "Run the study's method on this campaign (`drive`), then mark the campaign complete; with measure=False, nothing."
     if not self.measuring:
         print(f"measure=False: nothing measured; reading {self._where()}"); return []
     self._t0 = t0 = time.perf_counter()
     try:
-        self.study.measure(self, self.P)
-        self.adapt()
+        self.drive()
     finally:
         self.measured_s += time.perf_counter() - t0
         try: self.teardown.close()   # raises a Ctrl-C that landed during it again, after every step ran
@@ -278,6 +277,25 @@ def measure(self:Campaign) -> list[SweepSummary]:
                 print(f"researchkit: the wall time of this run was not recorded: {type(e).__name__}: {e}", file=sys.stderr)
     self.store.append(campaign_complete(self.study.name, self.provenance()))  # the next run starts a new campaign
     return self.summaries
+
+@patch
+def drive(self:Campaign, *, adapt:bool=True):
+    "The study's method, driven by the campaign: its apparatus built (a testbed that cannot give it: every planned point recorded not measurable, with the reason), each step of its schedule swept with the method's callable for that experiment (asked once per experiment), the adaptive rounds (unless `adapt` is False), the apparatus closed."
+    try: app = self.study.apparatus(self, self.P)
+    except NotMeasurable as e:
+        self.not_measurable(self.study.plan(self.P), e.reason); return
+    try:
+        fns, tools = {}, getattr(app, 'tools', None)
+        for step in self.study.steps(self.P, app):
+            if step.unavailable is not None:
+                self.not_measurable({step.experiment: step.points}, step.unavailable, tools=tools); continue
+            if step.experiment not in fns: fns[step.experiment] = self.study.method(self, app, step.experiment, self.P)
+            self.sweep(step.experiment, step.points, fns[step.experiment], repetitions=step.repetitions, tools=tools,
+                       shuffle=step.shuffle, pair=step.pair, figure_only=step.figure_only)
+        if adapt: self.adapt()
+    finally:
+        close = getattr(app, 'close', None)
+        if callable(close): close()
 
 @patch
 def _run_rows(self:Campaign, wall:float, setup:float) -> list[dict]:

@@ -11,7 +11,7 @@ import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..claims import Claim, all_hold, at_least, at_most, not_measurable_reason, optional, ratio, select, summarize, verdict
 from ..teardown import Teardown
-from .contract import Study, ADAPTIVE
+from .contract import Study, Step, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS, DATAPATHS, testbed_hosts
 from ..networks.topologies import Topologies, preflight as endpoints_preflight, topologies as testbed_topologies
 from ..workloads import iperf, mpi, sockperf
@@ -23,8 +23,8 @@ from ..workloads.sockperf import sockperf_pingpong, sockperf_server
 __all__ = ['NAME', 'TITLE', 'SEED', 'DATAPATH_NAMES', 'BASELINE', 'SCENARIOS', 'SCHEMA', 'PAIRED', 'FIGURE_ONLY', 'TABLE3',
            'SAME', 'DIFF', 'OTHER_PATHS', 'BRIDGED_ON_ONE_HOST', 'TPUT_MIN_N', 'study', 'preflight', 'plan',
            'sweep_order', 'vm_hosts', 'tool_versions', 'datapath_labels', 'build_inventory', 'variants', 'is_stand_in',
-           'datapath_inventory', 'measure_fn', 'measure', 'alike_on_one_host', 'claims', 'figures', 'notes',
-           'mpi_table']
+           'datapath_inventory', 'measure_fn', 'apparatus', 'method', 'schedule', 'alike_on_one_host', 'claims',
+           'figures', 'notes', 'mpi_table']
 
 # %% ../../nbs/61_cni_net.ipynb #c004
 NAME = 'cni-net'
@@ -219,15 +219,19 @@ def measure_fn(experiment:str, P:dict, topologies:Topologies, teardown:Teardown,
     return measure
 
 # %% ../../nbs/61_cni_net.ipynb #c028
-def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: its testbed's data-path endpoints (`networks.topologies`), every data path built and timed, then every experiment in `sweep_order` (resuming)."
+def apparatus(run, P:dict) -> Topologies:
+    "What the method needs on the campaign `run`'s testbed: its data-path endpoints (`networks.topologies`), every data path built and timed once before the first point (experiment `datapaths`, resuming)."
     topologies = testbed_topologies(run.testbed, run.teardown, capabilities=run.capabilities)
-    n = datapath_inventory(run, P, topologies, tools=topologies.tools)
-    print(f"data-path inventory: {n} new records")
-    for experiment, points, reps, shuffle in sweep_order(P):
-        run.sweep(experiment, points, measure_fn(experiment, P, topologies, run.teardown, testbed=run.testbed, capabilities=run.capabilities),
-                  repetitions=reps, shuffle=shuffle, pair=PAIRED.get(experiment, ()), figure_only=FIGURE_ONLY.get(experiment), tools=topologies.tools)
-    topologies.close()
+    print(f"data-path inventory: {datapath_inventory(run, P, topologies, tools=topologies.tools)} new records")
+    return topologies
+
+def method(run, topologies:Topologies, experiment:str, P:dict):
+    "The method for one point of `experiment` on the data-path endpoints (`measure_fn`)."
+    return measure_fn(experiment, P, topologies, run.teardown, testbed=run.testbed, capabilities=run.capabilities)
+
+def schedule(P:dict, topologies=None) -> list[Step]:
+    "The sweeps in `sweep_order`: the throughput repetitions spread over the campaign, each in its own random order; the arms a claim compares paired (`PAIRED`), figure-only points once (`FIGURE_ONLY`)."
+    return [Step(e, pts, reps, shuffle=sh, pair=PAIRED.get(e, ()), figure_only=FIGURE_ONLY.get(e)) for e, pts, reps, sh in sweep_order(P)]
 
 # %% ../../nbs/61_cni_net.ipynb #c015
 TABLE3 = pl.DataFrame({
@@ -460,5 +464,5 @@ def mpi_table(df:pl.DataFrame) -> pl.DataFrame:
              .select('scenario', 'placement', 'datapath', pl.col('median').round(3).alias('measured_ms'), 'n', pl.col('paper_ms')))
 
 # %% ../../nbs/61_cni_net.ipynb #c030
-study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
+study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, apparatus=apparatus, method=method, schedule=schedule, claims=claims,
               figures=figures, notes=notes, tools=tool_versions, preflight=preflight, testbeds=('local', 'ssh', 'kubernetes'))

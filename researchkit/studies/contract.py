@@ -14,8 +14,8 @@ from ..claims import Claim
 from ..runtimes.container import parse_cpulist
 
 # %% auto #0
-__all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'TESTBED_KINDS', 'Study', 'check_study',
-           'check_testbed_kind', 'study_notes', 'check_cpu_budgets']
+__all__ = ['REPRODUCTION_PROFILE', 'PROFILES', 'RUN_PARAMETERS', 'ADAPTIVE', 'TESTBED_KINDS', 'Step', 'plan_schedule', 'Study',
+           'check_study', 'check_testbed_kind', 'study_notes', 'check_cpu_budgets']
 
 # %% ../../nbs/58_study.ipynb #c004
 REPRODUCTION_PROFILE = 'quick'  # figures/ and REPORT.md describe the latest finished campaign of this profile
@@ -40,6 +40,22 @@ ADAPTIVE = {  # schema fields every study takes (`**ADAPTIVE` in its SCHEMA): re
                            help="adaptive: the claims (ids) whose points between the grid's values are measured when the grid alone leaves them open (None: every claim's)"),
 }
 
+@dataclass(frozen=True)
+class Step:
+    "One sweep of a study's schedule: `points` of `experiment` to `repetitions` (None: the parameter `repetitions`), in plan order or each repetition shuffled, the arms named by `pair` back to back, `figure_only` points once (`Campaign.sweep`); with `unavailable`, the points are recorded not measurable with that reason instead."
+    experiment: str
+    points: list
+    repetitions: int|None = None
+    shuffle: bool = False
+    pair: tuple = ()
+    figure_only: Callable|None = None
+    unavailable: str|None = None
+
+def plan_schedule(plan:Callable) -> Callable:
+    "The default schedule of a study whose plan is `plan`: each experiment of `plan(P)` once, in its order, every point to the parameter `repetitions`."
+    def schedule(P:dict, apparatus) -> list[Step]: return [Step(e, pts) for e, pts in plan(P).items() if pts]
+    return schedule
+
 def _no_notes(df) -> list[str]: return []
 def _no_preflight(P:dict, inventory) -> None: return None
 def _no_tools(node) -> dict: return {}
@@ -53,7 +69,8 @@ class Study:
     seed: str            # the paper's text under shared/seeds/
     schema: dict         # parameter name -> `core.Field` (or a nested schema dict)
     plan: Callable       # (P) -> {experiment: [point, ...]}
-    measure: Callable    # (run: Campaign, P) -> None: build what the experiments need, `run.sweep(...)` each
+    apparatus: Callable  # (run: Campaign, P) -> what the method needs, built on the run's testbed (closed after the last sweep, if it has `close`); NotMeasurable: every planned point is not measurable here
+    method: Callable     # (run, apparatus, experiment, P) -> measure(point, repetition) -> {metric: (value, unit)}: the method for one point
     claims: Callable     # () -> [claims.Claim, ...]
     figures: Callable    # (df, outdir) -> [path, ...]: the paper's figures from the records alone
     notes: Callable = _no_notes          # (df) or (df, other) -> [Markdown line, ...] for the report (`study_notes`)
@@ -61,11 +78,16 @@ class Study:
     tools: Callable = _no_tools          # (node) -> {tool: version} recorded with every record
     prepare: Callable = _no_prepare      # (node) -> {what: where}: build on node what the method needs before it measures (its images); idempotent, so `make setup` runs it (`researchkit prepare`) beside the tool builds
     testbeds: tuple = ('local', 'ssh')   # testbed kinds the method runs on ('kubernetes': pods of a cluster, researchkit.testbed.kube)
+    schedule: Callable|None = None       # (P, apparatus) -> [Step, ...]: the sweeps in order; None: `plan_schedule(plan)`
+
+    def steps(self, P:dict, apparatus) -> list[Step]:
+        "The sweeps the Campaign runs, in order: `schedule(P, apparatus)`, or each experiment of the plan once."
+        return (self.schedule or plan_schedule(self.plan))(P, apparatus)
 
     def __repr__(self): return f"Study({self.name!r})"
 
 # %% ../../nbs/58_study.ipynb #c006
-_ARITY = {'plan': 1, 'measure': 2, 'claims': 0, 'figures': 2, 'notes': 1, 'preflight': 2, 'tools': 1, 'prepare': 1}
+_ARITY = {'plan': 1, 'apparatus': 2, 'method': 4, 'claims': 0, 'figures': 2, 'notes': 1, 'preflight': 2, 'tools': 1, 'prepare': 1}
 _NAME_RE = re.compile(r'^[a-z0-9][a-z0-9-]*$')
 TESTBED_KINDS = ('local', 'ssh', 'kubernetes')   # what an inventory describes: this machine, SSH hosts, a cluster's pods
 
@@ -79,7 +101,7 @@ def _check_schema(schema, where:str):
         elif not isinstance(f, Field): raise ConfigError(f"{where}.{k}", f"expected a core.Field or a nested schema, got {type(f).__name__}")
 
 def check_study(study) -> 'Study':
-    "Verify the contract: names, schema and the six functions' signatures, and that the claims have unique ids. Returns `study`."
+    "Verify the contract: names, schema and the functions' signatures, and that the claims have unique ids. Returns `study`."
     if not isinstance(study, Study): raise ConfigError('study', f"expected a studies.contract.Study, got {type(study).__name__}")
     w = f"study {study.name!r}"
     if not isinstance(study.name, str) or not _NAME_RE.match(study.name):
@@ -89,7 +111,7 @@ def check_study(study) -> 'Study':
     _check_schema(study.schema, f"{w}.schema")
     if not isinstance(study.testbeds, tuple) or not study.testbeds or not set(study.testbeds) <= set(TESTBED_KINDS):
         raise ConfigError(f"{w}.testbeds", f"must be a non-empty tuple of {', '.join(TESTBED_KINDS)}, got {study.testbeds!r}")
-    for a, n in _ARITY.items():
+    for a, n in {**_ARITY, **({'schedule': 2} if study.schedule is not None else {})}.items():
         f = getattr(study, a)
         if not callable(f): raise ConfigError(f"{w}.{a}", f"must be callable, got {type(f).__name__}")
         try: inspect.signature(f).bind(*range(n))

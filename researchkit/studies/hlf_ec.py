@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
 from ..claims import Claim, Ratio, Verdict, all_hold, at_least, at_most, not_measurable_reason, select, verdict, within
 from ..teardown import Teardown
-from .contract import Study, ADAPTIVE, check_cpu_budgets
+from .contract import Study, Step, ADAPTIVE, check_cpu_budgets
 from ..ledger.ec import ECSpec, Erasure, sha256_file
 from ..ledger.beds import fabric_bed
 from ..ledger.spec import FABRIC_VERSION, Limits, NetworkSpec, OrgSpec
@@ -26,8 +26,8 @@ from ..workloads.fabload import closed_loop
 __all__ = ['NAME', 'TITLE', 'SEED', 'WORKLOADS', 'OFF', 'SCHEMA', 'SERIES_EVERY', 'PAPER', 'HEADER_SLACK', 'CPU_MODEST',
            'SMALL_TIME', 'FLAT', 'study', 'code_label', 'codes', 'n_peers', 'paper_cores', 'check_params', 'check_host',
            'preflight', 'plan', 'network_spec', 'measured_peer', 'LedgerWatch', 'busy_seconds', 'LoadFailed', 'Bench',
-           'measure_fn', 'measure', 'ec_ratios', 'agent_cost', 'direct_ratios', 'main_code', 'claims', 'ratio_table',
-           'table2', 'storage_table', 'figures', 'notes', 'tool_versions']
+           'measure_fn', 'apparatus', 'method', 'schedule', 'ec_ratios', 'agent_cost', 'direct_ratios', 'main_code',
+           'claims', 'ratio_table', 'table2', 'storage_table', 'figures', 'notes', 'tool_versions']
 
 # %% ../../nbs/65_hlf_ec.ipynb #47f05780
 NAME = 'hlf-ec'
@@ -372,22 +372,24 @@ def measure_fn(experiment:str, P:dict, bench:Bench):
         return bench.point(pt, rep, series=(rep == 0 and pt['workload'] == 'heavy' and pt['ec'] in (OFF, code_label(P['n'], P['k']))))
     return measure
 
-def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: where its Fabric network comes up (`ledger.beds`; a bed that cannot give the erasure-coding agents the peers' block files makes every point not measurable, with its reason), the network, the EC-off / EC-on points, the rebuilds."
+def apparatus(run, P:dict) -> Bench:
+    "What the method needs on the campaign `run`'s testbed: where its Fabric network comes up (`ledger.beds`; a bed that cannot give the erasure-coding agents the peers' block files raises `NotMeasurable`, and every point says so), the network itself."
     check_params(P)
-    pts = plan(P)
     bed = fabric_bed(run.testbed, run.teardown)
-    try: bed.need('block files')   # the agents read, encode and delete each peer's block files beside it
-    except NotMeasurable as e: return run.not_measurable(pts, e.reason)
+    bed.need('block files')   # the agents read, encode and delete each peer's block files beside it
     bench = Bench(run, P, bed.prepare())
-    tools = tool_versions(run.node)
-    try:
-        bench.network()
-        # a round is one (workload, budget): EC off and on back to back in a random order, rounds in a random order per repetition
-        run.sweep('ec', pts['ec'], measure_fn('ec', P, bench), tools=tools, shuffle=True, pair=('ec', 'n', 'k'))
-        if pts['rebuild']: run.sweep('rebuild', pts['rebuild'], measure_fn('rebuild', P, bench), tools=tools)
-    finally:
-        bench.close()
+    bench.tools = tool_versions(run.node)
+    bench.network()
+    return bench
+
+def method(run, bench:Bench, experiment:str, P:dict):
+    "The method for one point of 'ec' or 'rebuild' (`measure_fn`)."
+    return measure_fn(experiment, P, bench)
+
+def schedule(P:dict, bench=None) -> list[Step]:
+    "The EC-off / EC-on points, where a round is one (workload, budget): EC off and on back to back in a random order, rounds in a random order per repetition; then the rebuilds."
+    pts = plan(P)
+    return [Step('ec', pts['ec'], shuffle=True, pair=('ec', 'n', 'k'))] + ([Step('rebuild', pts['rebuild'])] if pts['rebuild'] else [])
 
 # %% ../../nbs/65_hlf_ec.ipynb #99ccc9db
 PAPER = {
@@ -684,5 +686,5 @@ def tool_versions(node) -> dict:
         except Exception as e: out[t] = f"unknown: {e}"[:80]
     return out
 
-study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
+study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, apparatus=apparatus, method=method, schedule=schedule, claims=claims,
               figures=figures, notes=notes, preflight=preflight, tools=tool_versions, testbeds=('local', 'ssh', 'kubernetes'))

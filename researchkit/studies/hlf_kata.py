@@ -14,7 +14,7 @@ from ..claims import Claim, Ratio, Verdict, all_hold, at_least, at_most, not_mea
 from ..teardown import Teardown
 from ..runtimes.adapters import RUNTIMES
 from ..runtimes.container import CGROUP_PARENT
-from .contract import Study, ADAPTIVE, check_cpu_budgets
+from .contract import Study, Step, ADAPTIVE, check_cpu_budgets
 from ..ledger.beds import fabric_bed, fabric_runtimes, preflight as bed_preflight
 from ..ledger.spec import FABRIC_VERSION, Limits, NetworkSpec, PAPER_FABRIC
 from ..monitor import downsample
@@ -29,7 +29,7 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_O
            'PAIRED', 'TPS', 'TPS_FROM', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT',
            'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'preflight', 'plan', 'sweeps', 'quotas',
            'Bench', 'block_tps', 'backlog_growth', 'carried', 'sets_rates', 'measure_fn', 'check_rate', 'figure_only',
-           'measure', 'measure_with', 'runtimes_here', 'with_tps', 'per_rep', 'decide_mean', 'secure_runtime',
+           'apparatus', 'method', 'schedule', 'runtimes_here', 'with_tps', 'per_rep', 'decide_mean', 'secure_runtime',
            'secure_label', 'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios',
            'optional_ratio', 'paper_ratios', 'fig4_table', 'figures', 'rate_check_note', 'notes', 'tool_versions']
 
@@ -144,7 +144,7 @@ def preflight(P:dict, inventory) -> None:
 
 # %% ../../nbs/64_hlf_kata.ipynb #c007
 def plan(P:dict,                       # validated parameters
-         secure_runtime:str|None=None,  # the runtime in the secure role (None: `P['secure']`; `measure` passes the stand-in where it cannot run)
+         secure_runtime:str|None=None,  # the runtime in the secure role (None: `P['secure']`; the `schedule` passes the stand-in where it cannot run)
         ) -> dict[str, list[dict]]:
     "Experiment -> points. `budget` (Fig. 3): every budget x rate x role, the budget split equally over the 7 containers; `vcpu` (Fig. 4): each set's budget x pair x role in `vcpu.runtimes`."
     check_params(P)
@@ -469,67 +469,76 @@ def _unavailable(reason:str):
     def measure(pt, rep): raise NotMeasurable(pt.get('runtime', 'runtime'), reason)
     return measure
 
-def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: where its Fabric networks come up (`ledger.beds`: containers here and on SSH hosts, pods on a cluster), which runtimes can run there (recorded), then per runtime one network — native: calibration, Fig. 3 and Fig. 4 points; secure (or its stand-in): the same — each point's quotas set live where the bed can, else a network per quota set."
+def apparatus(run, P:dict) -> Bench:
+    "What the method needs on the campaign `run`'s testbed: where its Fabric networks come up (`ledger.beds`: containers here and on SSH hosts, pods on a cluster; the CPUs they pin checked there before anything starts), and who plays each role (`Bench.cast` of `runtimes_here`: tried, nothing started)."
     check_params(P)
     bed = fabric_bed(run.testbed, run.teardown)
-    check_host(P, bed.node_limits())   # the CPUs the containers pin exist where they run, before anything starts there
+    check_host(P, bed.node_limits())
     bed.prepare()
-    measure_with(run, P, rows=runtimes_here(run, P), bench=Bench(run, P, bed), tools={**tool_versions(run.node), **bed.tools})
+    bench = Bench(run, P, bed)
+    bench.tools = {**tool_versions(run.node), **bed.tools}
+    bench.cast(runtimes_here(run, P))
+    return bench
+
+def method(run, bench:Bench, experiment:str, P:dict):
+    "The method for one point: a runtime's row (`runtimes`: runs here, or not measurable with the reason), a calibration, a Fig. 3 or Fig. 4 load (`measure_fn`), each on its runtime's network (brought up when its first point needs it; with `both_networks` both are up before a budget's or a vCPU pair's point); a point of a role no runtime can play here is not measurable, with the reason."
+    if experiment == 'runtimes':
+        st = bench.status
+        return lambda pt, rep: ({'available': (1.0, f"1 = runs here ({st[pt['role']][2][:120]})")} if st[pt['role']][1]
+                                else _unavailable(st[pt['role']][2])(pt, rep))
+    fn = measure_fn(experiment, P, bench)
+    def measure(pt:dict, rep:int) -> dict:
+        ok, why = bench.can[pt.get('role', 'native')]
+        if not ok: raise NotMeasurable(pt.get('runtime', 'runtime'), why)
+        if bench.keep_both and experiment != 'calibration': bench.both_up()   # also when a run resumes past the calibrations
+        return fn(pt, rep)
+    return measure
+
 
 # %% ../../nbs/64_hlf_kata.ipynb #c010s3
-def measure_with(run, P:dict,
-                 *, rows:list[tuple],   # (role, runtime, ok, version or the measured reason) of the native, secure and stand-in runtimes
-                 bench:Bench,           # brings each point's network up and loads it
-                 tools:dict,            # tool versions for provenance
-                ) -> None:
-    "The method wherever it runs (`P` checked): the runtimes' rows recorded, the secure runtime's points not measurable (with the reason) where it cannot run and its stand-in in its role, then per runtime its calibration, Fig. 3 and Fig. 4 points on `bench`'s networks."
-    status = {role: (rt, ok, why) for role, rt, ok, why in rows}
-    run.sweep('runtimes', [dict(role=role, runtime=rt) for role, (rt, ok, why) in status.items()],
-              lambda pt, rep: ({'available': (1.0, f"1 = runs here ({status[pt['role']][2][:120]})")} if status[pt['role']][1]
-                               else _unavailable(status[pt['role']][2])(pt, rep)), repetitions=1, tools=tools)
-    sec_rt, sec_ok, sec_why = status['secure']
-    st_rt, st_ok, st_why = status['standin']
-    secure = P['secure']
-    if not sec_ok:   # the paper's secure runtime cannot run here: its points are recorded as not measurable, with the reason
-        for exp, pts in plan(P).items():
-            pts = [p for p in pts if p.get('role') == 'secure']
-            if pts: run.sweep(exp, pts, _unavailable(sec_why), repetitions=1, tools=tools)
-        secure = st_rt if st_ok else None
+@patch
+def cast(self:Bench, rows:list[tuple]):
+    "Who plays each role, from `runtimes_here`'s rows (role, runtime, ok, why): `status` (role -> (runtime, ok, why)), `secure` (the runtime measured in the secure role: the paper's, else its stand-in, else None), `roles` ((role, ok, why) in the order their networks run: the one whose capacity sets the rates first) and `can` (role -> (ok, why))."
+    P = self.P
+    self.status = status = {role: (rt, ok, why) for role, rt, ok, why in rows}
+    (sec_rt, sec_ok, sec_why), (st_rt, st_ok, st_why) = status['secure'], status['standin']
+    self.secure = P['secure'] if sec_ok else (st_rt if st_ok else None)
+    if not sec_ok:
         print(f"{sec_rt} is not measurable here ({sec_why}); " + (f"{st_rt} stands in for it, labelled as a stand-in" if st_ok
               else f"the stand-in {st_rt} cannot run either ({st_why})"))
-    pl_ = plan(P, secure or P['secure'])
-    try:
-        roles = [('native', status['native'][1], status['native'][2]),
-                 ('secure', secure is not None, sec_why if sec_ok else f"{sec_why}; the stand-in {st_rt}: {st_why}")]
-        if P['rate_unit'] == 'secure_capacity': roles.reverse()   # the secure runtime's capacity sets every point's rate: it runs first
-        can = {role: (ok, why) for role, ok, why in roles}   # a point of a role that cannot run here: not measurable, with the reason
-        fn = lambda exp: lambda pt, rep: (measure_fn(exp, P, bench) if can[pt.get('role', 'native')][0]
-                                          else _unavailable(can[pt.get('role', 'native')][1]))(pt, rep)
-        both = bench.keep_both   # both networks up: every point after the calibrations, a budget's two runtimes back to back
-        def points(exp, pts):   # each experiment's sweeps (`sweeps`): the points claims compare get the repetitions they need
-            for part, reps in sweeps(P, exp, pts):
-                run.sweep(exp, part, fn(exp), repetitions=reps, tools=tools, shuffle=bench.shuffle or both, pair=PAIRED if both else (),
-                          figure_only=lambda p: figure_only(P, p))
-        for role, ok, why in roles:   # per runtime its calibration; one network at a time: then every point of it, then the next
-            cal = [p for p in pl_['calibration'] if p.get('role', 'native') == role]
-            if cal: run.sweep('calibration', cal, fn('calibration'), repetitions=1, tools=tools)
-            if both: continue
-            for exp in ('budget', 'vcpu'):
-                points(exp, [p for p in pl_[exp] if p['role'] == role])
-            bench.close()
-        if both:
-            for role, ok, why in roles:   # both up before the first point, also when a run resumes past the calibrations
-                rt = next((p['runtime'] for p in pl_['budget'] if p['role'] == role), None)
-                if ok and rt: bench.network(rt)
-            for exp in ('budget', 'vcpu'): points(exp, pl_[exp])
-    finally:
-        bench.close()
+    self.roles = [('native', status['native'][1], status['native'][2]),
+                  ('secure', self.secure is not None, sec_why if sec_ok else f"{sec_why}; the stand-in {st_rt}: {st_why}")]
+    if P['rate_unit'] == 'secure_capacity': self.roles.reverse()   # the secure runtime's capacity sets every point's rate: it runs first
+    self.can = {role: (ok, why) for role, ok, why in self.roles}
+
+@patch
+def both_up(self:Bench):
+    "With both networks kept up (`keep_both`): every role that can run here has its runtime's network up."
+    for role, ok, why in self.roles:
+        rt = next((p['runtime'] for p in plan(self.P, self.secure or self.P['secure'])['budget'] if p['role'] == role), None)
+        if ok and rt and rt not in self.nets: self.network(rt)
+
+def schedule(P:dict, bench:Bench) -> list[Step]:
+    "The runtimes' rows; the paper's secure runtime's points not measurable (with the reason) where it cannot run, its stand-in measured in its role; then per role, in the order their networks run, its calibration and — one network at a time — its Fig. 3 and Fig. 4 points (`sweeps`: the points claims compare get the repetitions they need, figure-only ones once), or with both networks up (`both_networks`) every point after the calibrations, a budget's two runtimes back to back (`PAIRED`)."
+    st = bench.status
+    out = [Step('runtimes', [dict(role=role, runtime=rt) for role, (rt, ok, why) in st.items()], 1)]
+    sec_rt, sec_ok, sec_why = st['secure']
+    if not sec_ok:
+        out += [Step(exp, [p for p in pts if p.get('role') == 'secure'], 1, unavailable=sec_why)
+                for exp, pts in plan(P).items() if any(p.get('role') == 'secure' for p in pts)]
+    pl_, both = plan(P, bench.secure or P['secure']), bench.keep_both
+    def points(exp, pts):
+        return [Step(exp, part, reps, shuffle=bench.shuffle or both, pair=PAIRED if both else (), figure_only=lambda p: figure_only(P, p))
+                for part, reps in sweeps(P, exp, pts)]
+    for role, ok, why in bench.roles:
+        out += [Step('calibration', cal, 1)] if (cal := [p for p in pl_['calibration'] if p.get('role', 'native') == role]) else []
+        if not both: out += [s for exp in ('budget', 'vcpu') for s in points(exp, [p for p in pl_[exp] if p['role'] == role])]
+    if both: out += [s for exp in ('budget', 'vcpu') for s in points(exp, pl_[exp])]
+    return out
 
 def runtimes_here(run, P:dict) -> list[tuple[str, str, bool, str]]:
     "(role, runtime, ok, version, class or the measured reason) of the native, secure and stand-in runtimes where the campaign `run` measures (`ledger.beds.fabric_runtimes`: tried on the first host, or the classes a cluster's inventory maps), nothing started."
     return fabric_runtimes(run.testbed, {role: P[role] for role in ('native', 'secure', 'standin')})
-
 
 # %% ../../nbs/64_hlf_kata.ipynb #c012
 # The TPS of every claim and figure (`with_tps`): the whole load's block rate (`tps_load_blocks`: the tx of its blocks after the first,
@@ -971,5 +980,5 @@ def tool_versions(node=None) -> dict:
     except Exception as e: out['rk-load'] = f"unknown: {e}"[:80]
     return out
 
-study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
+study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, apparatus=apparatus, method=method, schedule=schedule, claims=claims,
               figures=figures, notes=notes, preflight=preflight, tools=tool_versions, testbeds=('local', 'ssh', 'kubernetes'))

@@ -12,7 +12,7 @@ from ..core import Field, ConfigError, NotMeasurable, markdown_table, current_ru
 from ..claims import Claim, Ratio, Verdict, all_hold, at_least, at_most, not_measurable_reason, ratio, select, verdict, within
 from ..teardown import Teardown
 from ..results.records import NOT_MEASURABLE
-from .contract import Study, ADAPTIVE
+from .contract import Study, Step, ADAPTIVE
 from ..policy.rules import Rules, synthetic, FILLER_DIR
 from ..policy.mechanisms import Policy, check_enforcement, EnforcementError, MECHANISMS, mechanism_rows
 from ..policy.remote import policy_host, policy_on
@@ -32,8 +32,9 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'FILE_MECHANISMS', 'NET_MECHANISMS', 'FIO_VA
            'SCHEMA', 'MECHANISM_ROLE', 'SAME_AT_ANY_COUNT', 'PAPER_TABLE2', 'REAL_BLOCKED_FILE', 'REAL_BLOCKED_IPV4',
            'REAL_BLOCKED_IPV6', 'ALLOWED_FILE', 'WORK_DIR', 'WORK_TMPFS_MB', 'BESIDE_VARIANTS', 'COST_BAND',
            'FLAT_PERCALL', 'FLAT_WORKLOAD', 'HOOKED_MODE', 'RUNTIME', 'study', 'plan', 'policy_rules', 'Bench',
-           'measure_fn', 'prove', 'measure', 'enforcement_cost', 'direct_cost', 'rule_growth', 'claims', 'against_none',
-           'added_ns', 'table2', 'hook_table', 'paper_rows', 'figures', 'notes', 'tool_versions']
+           'measure_fn', 'prove_fn', 'apparatus', 'method', 'schedule', 'enforcement_cost', 'direct_cost',
+           'rule_growth', 'claims', 'against_none', 'added_ns', 'table2', 'hook_table', 'paper_rows', 'figures',
+           'notes', 'tool_versions']
 
 # %% ../../nbs/63_lsm_bpf.ipynb #c004
 NAME = 'lsm-bpf'
@@ -226,9 +227,8 @@ def measure_fn(experiment:str, P:dict, bench:Bench):
             return m
     return measure
 
-def prove(run, P:dict, bench:Bench) -> None:
-    "Before any overhead point: each mechanism denies the blocked file or address inside a container, allows the rest, and leaves the outside alone (recorded as `enforcement`)."
-    mechs = list(dict.fromkeys([*P['file_mechanisms'], *P['net_mechanisms']]))
+def prove_fn(P:dict, bench:Bench):
+    "The `measure(point, repetition)` callable of experiment `enforcement`: the point's mechanism denies the blocked file or address inside a container, allows the rest, and leaves the outside alone."
     def measure(pt, rep):
         with Teardown(bench.td.ledger) as td:
             policy = bench.policy(pt['mechanism'], max(P['rules']), td)
@@ -245,21 +245,26 @@ def prove(run, P:dict, bench:Bench) -> None:
                    'matched': (float(cnt.get('openat_matched', 0) + cnt.get('connect4_denied', 0) + cnt.get('file_open_denied', 0)), 'BPF matches of the probe'),
                    'rules': (float(max(P['rules'])), 'blocked entries per list')}
             return out
-    run.sweep('enforcement', [dict(mechanism=m) for m in mechs], measure, repetitions=1)
+    return measure
 
-def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: the machine whose kernel enforces the policies (`policy.remote.policy_host`; where the testbed gives none, every point is not measurable with its reason), pods and the web server, the enforcement proof, then per-call, fio and wrk sweeps (resuming)."
-    try: policy_host(run.testbed)
-    except NotMeasurable as e: return run.not_measurable(plan(P), e.reason)
+def apparatus(run, P:dict) -> Bench:
+    "What the method needs on the campaign `run`'s testbed: the machine whose kernel enforces the policies (`policy.remote.policy_host`: `NotMeasurable` where the testbed gives none, and every point says so), two pods and the web server, the tools' versions there."
+    policy_host(run.testbed)
     bench = Bench(run, P)
     print(f"web server {bench.url} (runc, CPUs {P['server_cpus']}); client pod {bench.client_pod.name}")
-    prove(run, P, bench)
-    tools = tool_versions(bench.host)
-    for exp, pts in plan(P).items():
-        # a round is one mode or variant: every mechanism at every rule count back to back in a random order (the arms of
-        # both claims seconds apart), rounds in a random order per repetition
-        run.sweep(exp, pts, measure_fn(exp, P, bench), tools=tools, shuffle=True, pair=('mechanism', 'rules', 'take'),
-                  figure_only=lambda p: p.get('variant') in BESIDE_VARIANTS)
+    bench.tools = tool_versions(bench.host)
+    return bench
+
+def method(run, bench:Bench, experiment:str, P:dict):
+    "The method for one point: the enforcement proof (`prove_fn`) or one overhead measurement (`measure_fn`)."
+    return prove_fn(P, bench) if experiment == 'enforcement' else measure_fn(experiment, P, bench)
+
+def schedule(P:dict, bench=None) -> list[Step]:
+    "Before any overhead point, each mechanism's enforcement proven once (experiment `enforcement`); then the per-call, fio and wrk sweeps, where a round is one mode or variant: every mechanism at every rule count back to back in a random order (the arms of both claims seconds apart), rounds in a random order per repetition."
+    mechs = list(dict.fromkeys([*P['file_mechanisms'], *P['net_mechanisms']]))
+    return [Step('enforcement', [dict(mechanism=m) for m in mechs], 1)] + \
+           [Step(exp, pts, shuffle=True, pair=('mechanism', 'rules', 'take'), figure_only=lambda p: p.get('variant') in BESIDE_VARIANTS)
+            for exp, pts in plan(P).items() if pts]
 
 # %% ../../nbs/63_lsm_bpf.ipynb #c013
 BESIDE_VARIANTS = ('open', 'close')   # the hook-heavy fio and wrk variants: shown beside the paper's workloads, read by no claim (one repetition)
@@ -516,5 +521,5 @@ def tool_versions(node) -> dict:
     return out
 
 from ..runtimes.rootfs import prepare_web_image   # the web server of the wrk experiment
-study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
+study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, apparatus=apparatus, method=method, schedule=schedule, claims=claims,
               figures=figures, notes=notes, tools=tool_versions, prepare=prepare_web_image, testbeds=('local', 'ssh', 'kubernetes'))

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table, validate
 from ..claims import Claim, Finer, Verdict, agreement, all_hold, at_least, at_most, decide, log_t_interval, not_measurable_reason, select, summarize, t_interval, verdict, within, MIN_REPETITIONS, per_repetition, spread
-from .contract import Study, ADAPTIVE
+from .contract import Study, Step, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS
 from ..runtimes.adapters import RUNSC_DEFAULTS, RUNSC_CHOICES, runsc_config, runsc_label
 from ..workloads.webapp import APP_PLACES
@@ -22,12 +22,12 @@ from ..workloads.webserver import preflight as servers_preflight, server_tools, 
 
 # %% auto #0
 __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE', 'COLLAPSE', 'RUNSC', 'VARIANT', 'CLOSED',
-           'GRID', 'SCHEMA', 'POOLS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'AGREE', 'study', 'rate_grid',
-           'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs', 'prefork_pool', 'plan',
-           'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'sweeps', 'measure', 'curve', 'Knee', 'knee', 'gap',
-           'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio', 'gaps', 'claims',
-           'cpu_table', 'knee_table', 'closed_table', 'methods_long', 'cross_check', 'variants_table', 'figures',
-           'cpu_by_rate', 'notes']
+           'GRID', 'SCHEMA', 'POOLS', 'METHODS', 'PAPER_KNEES', 'PAPER_GAPS_S', 'PAPER_GRID_STEP', 'AGREE', 'study',
+           'rate_grid', 'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs', 'prefork_pool',
+           'plan', 'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'schedule', 'apparatus', 'method', 'curve',
+           'Knee', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio',
+           'gaps', 'claims', 'cpu_table', 'knee_table', 'closed_table', 'methods_long', 'cross_check', 'variants_table',
+           'figures', 'cpu_by_rate', 'notes']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -271,8 +271,8 @@ def closed_fn(P:dict, servers):
     return measure
 
 # %% ../../nbs/62_runtimes_web.ipynb #c018s1
-def sweeps(run, P:dict, servers, tools:dict) -> None:
-    """The study's sweeps on `servers` (`workloads.webserver`: containers in pods' namespaces, or pods of a cluster), repetition by repetition, runtime by runtime and endpoint by
+def schedule(P:dict, servers=None) -> list[Step]:
+    """The study's sweeps (on the web servers of `workloads.webserver`: containers in pods' namespaces, or pods of a cluster), repetition by repetition, runtime by runtime and endpoint by
     endpoint: the closed loop's points, the open loop without keep-alive on the same server (warm from them), then the open-loop
     curve of that runtime, endpoint and repetition (experiment 'load', vegeta as the paper ran it, resuming); the runsc variants
     last in each runtime's part of the first `closed_loop.variant_repetitions` repetitions, each from a fresh server. So the three methods a runtime is compared by
@@ -283,24 +283,30 @@ def sweeps(run, P:dict, servers, tools:dict) -> None:
     minutes and the closed loop's from its first two, and the drift between them passed for a difference between the methods
     (runsc's I/O CPU per request, keep-alive / closed: 1.30 [1.22-1.38] in campaign rk30e2, 0.84 in rk0fe3, on one host)."""
     pl_, C = plan(P), P['closed_loop']
-    fns = {'closed': closed_fn(P, servers), 'burst': burst_fn(P, servers),   # burst: a new connection per request, what keep-alive costs Apache's prefork pool
-           'load': measure_fn(P, servers)}                                   # one callable: it remembers where each curve collapsed
     reps = {'closed': C['repetitions'] if pl_['closed'] else 0, 'burst': C['repetitions'] if pl_['burst'] else 0, 'load': P['repetitions']}
     n_variants = (C.get('variant_repetitions') or C['repetitions']) if pl_['closed'] else 0
+    out = []
     for rep in range(max(reps.values())):
         for rt in P['runtimes']:
             mine = lambda exp, f: [p for p in pl_[exp] if p['runtime'] == rt and f(p)] if rep < reps[exp] else []
             steps = [(exp, mine(exp, lambda p: p['endpoint'] == ep and p.get('config', 'default') == 'default'))
                      for ep in P['endpoints'] for exp in ('closed', 'burst', 'load')]
             variants = [p for p in pl_['closed'] if p['runtime'] == rt and p['config'] != 'default'] if rep < n_variants else []
-            for exp, pts in steps + [('closed', variants)]:
-                if pts: run.sweep(exp, pts, fns[exp], repetitions=rep + 1, tools=tools)
+            out += [Step(exp, pts, rep + 1) for exp, pts in steps + [('closed', variants)] if pts]
+    return out
 
 # %% ../../nbs/62_runtimes_web.ipynb #c033
-def measure(run, P:dict) -> None:
-    "The method on the campaign `run`: its testbed's web servers and client (`workloads.webserver`), then each repetition's closed-loop cross-check and open-loop curves, runtime by runtime and endpoint by endpoint (`sweeps`, resuming)."
-    servers = web_servers(run.testbed, run.teardown, P, configs=configs(P))
-    sweeps(run, P, servers, servers.tools)
+def apparatus(run, P:dict):
+    "What the method needs on the campaign `run`'s testbed: its web servers on each runtime and their client (`workloads.webserver`)."
+    return web_servers(run.testbed, run.teardown, P, configs=configs(P))
+
+METHODS = {'closed': closed_fn,   # the closed loop (wrk) on a server with keep-alive
+           'burst': burst_fn,     # a new connection per request: what keep-alive costs Apache's prefork pool
+           'load': measure_fn}    # the open-loop curves (vegeta): one callable per run, it remembers where each curve collapsed
+
+def method(run, servers, experiment:str, P:dict):
+    "The method for one point of `experiment` on the web servers (`METHODS`)."
+    return METHODS[experiment](P, servers)
 
 # %% ../../nbs/62_runtimes_web.ipynb #c020
 def curve(df:pl.DataFrame, runtime:str, endpoint:str, metric:str='success_rate') -> pl.DataFrame:
@@ -940,6 +946,6 @@ def notes(df:pl.DataFrame, other:pl.DataFrame|None=None) -> list[str]:
 
 # %% ../../nbs/62_runtimes_web.ipynb #c035
 from ..runtimes.rootfs import prepare_web_image
-study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, measure=measure, claims=claims,
+study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, apparatus=apparatus, method=method, schedule=schedule, claims=claims,
               figures=figures, notes=notes, preflight=preflight, tools=tool_versions, prepare=prepare_web_image,
               testbeds=('local', 'ssh', 'kubernetes'))
