@@ -12,7 +12,6 @@ from typing import Callable
 from ..core import ConfigError, NotMeasurable
 from .records import records, not_measurable, point_json, point_key
 from .store import ResultStore
-from tqdm.auto import tqdm
 
 # %% auto #0
 __all__ = ['SweepSummary', 'run_order', 'sweep']
@@ -68,6 +67,7 @@ def _check_points(points) -> list[dict]:
 
 def _progress(total:int, initial:int, desc:str, enabled:bool):
     if not enabled: return None
+    from tqdm.auto import tqdm   # here, not at the top: in a kernel without ipywidgets importing it warns ('IProgress not found'), and a notebook that only reads records would show that
     return tqdm(total=total, initial=initial, desc=desc, unit='pt', dynamic_ncols=True)
 
 def sweep(store:ResultStore,                # where records go (and what is already recorded)
