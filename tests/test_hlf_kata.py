@@ -174,3 +174,18 @@ def test_a_calibration_that_committed_nothing_is_never_offered_as_zero_tx_s():
     b.capacity = 40.0
     assert b.rate({'rate': 0.7, 'rate_unit': 'secure_capacity'}) == pytest.approx(28.0) and b.rate({'rate': 5, 'rate_unit': 'tx/s'}) == 5
     assert hk.CALIBRATION_LOADS >= 2   # a cold first load is loaded again before the calibration gives up
+
+def test_claim_4_decides_on_latency_where_both_pairs_carry_the_offered_rate():
+    "A starved peer shows in the time each transaction waits for it, not in the TPS of a load both vCPU pairs carry: in the committed campaign rk8c98 every (4, 1) and (1, 4) point committed its whole window (TPS = the offered rate, 1.04-1.08 apart from block timing alone, which decided claim 4 'refuted' on TPS), while the orderer-heavy pair's mean latency was 1.5-2.1x the peer-heavy one's. Claim 4 now decides on latency and shows TPS beside it."
+    import pathlib
+    df = ResultStore(pathlib.Path(__file__).resolve().parent.parent/'results').campaign_records('hlf-kata', 'rk8c98')
+    f = {'experiment': 'vcpu', 'role': 'secure', 'budget': 1.0}
+    from researchkit.claims import select
+    for o, p in ((4, 1), (1, 4)):   # every tx of the window committed, in both pairs and every repetition
+        ok, sent = (select(df, m, **f, orderer_vcpu=o, peer_vcpu=p).sort('repetition')['value'].to_list() for m in ('ok', 'sent'))
+        assert len(ok) == 3 and ok == sent, (o, p, ok, sent)
+    lat = hk.per_rep(df, 'latency_mean_s', {**f, 'orderer_vcpu': 4, 'peer_vcpu': 1}, {**f, 'orderer_vcpu': 1, 'peer_vcpu': 4})
+    assert min(lat) > 1.4, lat
+    row = evaluate(hk.claims(), df).filter(pl.col('id') == '4').row(0, named=True)
+    assert row['status'] != 'refuted' and 'mean latency (4, 1) / (1, 4)' in row['measured'], row
+    assert 'beside it, not deciding (at a load both pairs carry, TPS is the offered rate): TPS (4, 1) / (1, 4)' in row['measured'], row
