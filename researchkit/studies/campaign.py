@@ -142,32 +142,6 @@ class Campaign:
             self._caps = probe(self.node)
         return self._caps
 
-    def live_provenance(self, tools:dict|None=None):
-        "The live provenance of this campaign's records (`results.records.live_provenance`: called, the dict a record carries now; `.host`, its host facts), as `sweep` takes it; `tools` adds tool versions (e.g. of an image built by the method)."
-        if self._tools is None: self._tools = dict(self.study.tools(self.node))   # asked once: it may try every runtime
-        if tools and any(self._tools.get(k) != v for k, v in tools.items()): self._tools.update(tools); self._prov = None
-        if self._prov is None:
-            node = self.node if self.testbed.kube is None else (lambda: self.node)   # (a pod: read where it is now)
-            self._prov = live_provenance(self.testbed.name, node, tools=self._tools, profile=self.profile, run_id=self.run_id, campaign=self.id)
-            if self.resumed and not self._host_checked:
-                self._host_checked = True
-                changes = self.host_changes()
-                if changes: print(f"researchkit: WARNING: resuming campaign {self.id} on a host that differs from the one that measured it so far: "
-                                  f"{'; '.join(changes)}. Its report will say so; --new-campaign (new_campaign=True) measures a whole campaign on one host.",
-                                  file=sys.stderr)
-        return self._prov
-
-    def provenance(self, tools:dict|None=None) -> dict:
-        "The provenance a record made now carries (`live_provenance(tools)()`)."
-        return self.live_provenance(tools)()
-
-    def host_changes(self) -> list[str]:
-        "How the host measuring now differs from the one that last measured this campaign in an earlier run (`results.records.host_changes`: `fact: old → new`); [] for a new campaign or the same host. A resumed campaign prints them as a warning when it first takes its provenance."
-        earlier = self.store.campaign_records(self.study.name, self.id, expand=False) if self.id is not None else None
-        if earlier is None or earlier.is_empty(): return []
-        hosts = recorded_hosts(earlier.filter(pl.col('run_id') != self.run_id))
-        return host_changes(hosts[-1], self.live_provenance().host) if hosts else []
-
     def _need_measuring(self, what:str):
         if not self.measuring: raise ResearchkitError(f"{what}: this campaign only reads records (measure=False)")
 
@@ -175,6 +149,35 @@ class Campaign:
         what = (f"campaign {self.id} ({'resumed: recorded points are skipped' if self.resumed else 'new'})" if self.measuring
                 else f"reading campaign {self.id or f'(latest finished, profile {self.profile})'}")
         return f"{self.study.name}: {what} on testbed {self.testbed.name}, profile {self.profile}, run {self.run_id}; {self._where()}"
+
+# %% ../../nbs/59_campaign.ipynb #5ecda7ac
+@patch
+def live_provenance(self:Campaign, tools:dict|None=None):
+    "The live provenance of this campaign's records (`results.records.live_provenance`: called, the dict a record carries now; `.host`, its host facts), as `sweep` takes it; `tools` adds tool versions (e.g. of an image built by the method)."
+    if self._tools is None: self._tools = dict(self.study.tools(self.node))   # asked once: it may try every runtime
+    if tools and any(self._tools.get(k) != v for k, v in tools.items()): self._tools.update(tools); self._prov = None
+    if self._prov is None:
+        self._prov = live_provenance(self.testbed.name, self.testbed.facts_source(self._keep), tools=self._tools, profile=self.profile, run_id=self.run_id, campaign=self.id)
+        if self.resumed and not self._host_checked:
+            self._host_checked = True
+            changes = self.host_changes()
+            if changes: print(f"researchkit: WARNING: resuming campaign {self.id} on a host that differs from the one that measured it so far: "
+                              f"{'; '.join(changes)}. Its report will say so; --new-campaign (new_campaign=True) measures a whole campaign on one host.",
+                              file=sys.stderr)
+    return self._prov
+
+@patch
+def provenance(self:Campaign, tools:dict|None=None) -> dict:
+    "The provenance a record made now carries (`live_provenance(tools)()`)."
+    return self.live_provenance(tools)()
+
+@patch
+def host_changes(self:Campaign) -> list[str]:
+    "How the host measuring now differs from the one that last measured this campaign in an earlier run (`results.records.host_changes`: `fact: old → new`); [] for a new campaign or the same host. A resumed campaign prints them as a warning when it first takes its provenance."
+    earlier = self.store.campaign_records(self.study.name, self.id, expand=False) if self.id is not None else None
+    if earlier is None or earlier.is_empty(): return []
+    hosts = recorded_hosts(earlier.filter(pl.col('run_id') != self.run_id))
+    return host_changes(hosts[-1], self.live_provenance().host) if hosts else []
 
 # %% ../../nbs/59_campaign.ipynb #c008p1
 @patch

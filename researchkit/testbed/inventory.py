@@ -223,6 +223,10 @@ class Testbed:
             self._facts = PodNode(self.kube, 'facts', teardown=keep).start()
         return self._facts
 
+    def facts_source(self, keep):
+        "What provenance reads its host facts from: `facts_node(keep)`, or where that node can be replaced during a run (a cluster's pod) a callable giving the current one."
+        return self.facts_node(keep) if self.kube is None else (lambda: self.facts_node(keep))
+
     @property
     def is_local(self) -> bool: return self.kube is None and bool(self.nodes) and all(n.kind == 'local' for n in self.nodes.values())
 
