@@ -82,6 +82,13 @@ def test_spawned_process_reports_its_exit_status(ssh_host):
         assert q.wait(timeout=20) == 0
     assert not n.run(f"ls -d {os.path.dirname(p.log)} {os.path.dirname(q.log)}", check=False).stdout.strip()
 
+def test_a_process_that_ends_at_once_is_spawned_and_reports_its_exit_status(ssh_host):
+    "A command that is over before its start time can be read (no /proc entry left: CI on eb60405 got a two-field reply and failed a study's probe) is still spawned: never alive, its exit status from its wrapper."
+    n = ssh_host.ssh_node()
+    with Teardown() as td:
+        ps = [n.spawn("sh -c 'exit 3'", teardown=td) for _ in range(10)]
+        assert [p.wait(timeout=20) for p in ps] == [3] * 10 and not any(p.alive() for p in ps)
+
 def test_put_get_roundtrip(ssh_host, tmp_path):
     n = ssh_host.ssh_node()
     src = tmp_path / 'blob.bin'; src.write_bytes(os.urandom(200_000))

@@ -268,9 +268,15 @@ def _ssh_spawn(self:SSHNode, line):
     "Start `line` in the background in a new session on the remote; return its `Proc` (pid = process group)."
     script = ("d=$(mktemp -d /tmp/rk-proc-XXXXXX) || exit 1; log=$d/proc.log; "
               f"sh -c {shlex.quote(_RC_WRAP)} \"$d\" {shlex.quote(exec_line(line))} </dev/null >\"$log\" 2>&1 & "
-              "i=0; while [ ! -s $d/pid ] && [ $i -lt 200 ]; do sleep 0.01; i=$((i+1)); done; p=$(cat $d/pid); "
-              "echo \"$p $log $(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f20)\"")
-    pid, log, start = self.run(script, timeout=30).stdout.split()
+              # the reply is "pid log start-time". CI on eb60405 got two fields (a probe's tiny container): a process that already
+              # ended has no /proc entry to read its start time from, so it is 'gone' (never alive: `alive` then reads its rc); and
+              # a wrapper that writes its pid late on a loaded host (was: 2 s, then an empty pid) is polled every 10 ms for 1 s,
+              # then every 100 ms up to 30 s; a pid that never came is an error
+              "i=0; while [ ! -s $d/pid ] && [ $i -lt 100 ]; do sleep 0.01; i=$((i+1)); done; "
+              "while [ ! -s $d/pid ] && [ $i -lt 390 ]; do sleep 0.1; i=$((i+1)); done; "
+              "[ -s $d/pid ] || { echo \"no pid from $d within 30 s\" >&2; exit 1; }; p=$(cat $d/pid); "
+              "st=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20); echo \"$p $log ${st:-gone}\"")
+    pid, log, start = self.run(script, timeout=60).stdout.split()
     return SSHProc(self, line, int(pid), log, start, popen=None)
 
 def _ssh_put(self:SSHNode, local, remote:str):
