@@ -6,7 +6,7 @@ cgroups, paths, processes: the host is shared with the other test worker, whose 
 The first build on a machine took 96 s here (Debian packages and the Python environment downloaded inside the image;
 the pinned Go tools come from this host's builds); later ones reuse the engine's layer cache (~/.cache/researchkit/docker)
 up to the `COPY` of the checkout (8 s)."""
-import json, subprocess, time, pytest
+import json, os, pathlib, subprocess, sys, time, pytest
 from researchkit.core import project_root
 from researchkit.results.store import ResultStore
 from researchkit.core import NotMeasurable, new_run_id
@@ -105,6 +105,66 @@ def test_binder_without_privileges(engine, image):
     claims = json.loads(r.stdout[:r.stdout.rindex(']') + 1])
     assert claims and {c['verdict'] for c in claims} <= {'reproduced', 'refuted', 'inconclusive', 'not measurable'}
     assert 'REPORT.md' in r.stdout
+
+BINDER_TAG, BINDER_UID = 'researchkit-binder:test', '1000'
+
+@pytest.fixture(scope='module')
+def binder_image(engine, tmp_path_factory):
+    "binder/ built the way Binder builds it: repo2docker (which reads binder/ before the root Dockerfile) on the private engine, with a local stand-in for the public base image and, as the root image's build, the host's network for its steps (the engine has no bridge); (tag, build seconds, size in bytes)."
+    args = base_images(engine)
+    cfg = tmp_path_factory.mktemp('repo2docker')/'config.py'
+    cfg.write_text("c.Repo2Docker.extra_build_kwargs = {'network_mode': 'host'}\n")
+    t = time.monotonic()
+    r = subprocess.run([str(pathlib.Path(sys.executable).with_name('repo2docker')), '--config', str(cfg), '--no-run', '--user-id', BINDER_UID,
+                        '--user-name', 'jovyan', '--image-name', BINDER_TAG, '--build-arg', f"BASE_IMAGE={args['BASE_IMAGE']}", str(project_root())],
+                       env={**os.environ, 'DOCKER_HOST': f'unix://{engine.sock}'}, capture_output=True, text=True, timeout=3000)
+    secs = time.monotonic() - t
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    size = int(engine.docker('image', 'inspect', '-f', '{{.Size}}', BINDER_TAG).stdout.strip())
+    print(f"binder image {BINDER_TAG}: repo2docker built it in {secs:.0f} s, {size / 2**30:.2f} GiB")
+    return BINDER_TAG, secs, size
+
+BINDER_RUN = """import json, pathlib, subprocess, sys, time, urllib.request
+t0 = time.monotonic()
+for _ in range(120):   # the server Binder's command started
+    try: api = json.load(urllib.request.urlopen('http://127.0.0.1:8888/api', timeout=5)); break
+    except OSError: time.sleep(0.5)
+else: sys.exit('no notebook server on 8888')
+out = {'server': api['version'], 'server_s': time.monotonic() - t0, 'notebooks': {}}
+pathlib.Path('/tmp/executed').mkdir(exist_ok=True)
+for nb in sorted(pathlib.Path('nbs/studies').glob('*.ipynb')):   # as stored: measure = False, the committed records
+    t = time.monotonic()
+    r = subprocess.run(['jupyter', 'nbconvert', '--to', 'notebook', '--execute', '--ExecutePreprocessor.timeout=900',
+                        '--output-dir', '/tmp/executed', str(nb)], capture_output=True, text=True)
+    done = json.loads((pathlib.Path('/tmp/executed')/nb.name).read_text()) if r.returncode == 0 else {'cells': []}
+    images = sum(1 for c in done['cells'] for o in c.get('outputs', []) if {'image/svg+xml', 'image/png'} & set(o.get('data', {})))
+    out['notebooks'][nb.stem] = {'rc': r.returncode, 'seconds': round(time.monotonic() - t, 1), 'images': images, 'err': r.stderr[-1500:] if r.returncode else ''}
+print(json.dumps(out))
+"""
+
+def test_binder_launches_without_privileges_and_every_study_notebook_shows_its_figures(engine, binder_image):
+    "binder/ as Binder runs it: as the notebook user, `no-new-privileges`, every capability dropped, loopback only, started with Binder's launch command (`jupyter notebook`); every study notebook then executes headless as stored (`measure = False`) and shows its figures from the committed records. Binder's other launch command (`jupyterhub-singleuser`) is there; nothing of the measuring side (Go) is."
+    tag, secs, size = binder_image
+    name = f"{engine.run_id}-binder"
+    engine.docker('run', '-d', '--user', BINDER_UID, '--security-opt', 'no-new-privileges', '--cap-drop', 'ALL', '--network', 'none',
+                  '--name', name, tag, 'jupyter', 'notebook', '--ip=0.0.0.0', '--port=8888', '--no-browser', '--IdentityProvider.token=binder',
+                  timeout=120)
+    try:
+        t = time.monotonic()
+        r = engine.docker('exec', '-i', name, 'python3', '-', input=BINDER_RUN, timeout=3000, check=False)
+        launch_to_done = time.monotonic() - t
+        assert r.ok, r.stdout[-2000:] + r.stderr[-2000:] + engine.docker('logs', name, check=False).stderr[-1500:]
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        print(f"binder: server up in {got['server_s']:.1f} s; every study notebook executed {launch_to_done:.0f} s after launch: "
+              + ', '.join(f"{k} {v['seconds']} s ({v['images']} figures)" for k, v in got['notebooks'].items()))
+        assert set(got['notebooks']) == {'cni-net', 'runtimes-web', 'lsm-bpf', 'hlf-kata', 'hlf-ec'}, got
+        for study, v in got['notebooks'].items():
+            assert v['rc'] == 0 and v['images'] > 0, (study, v)
+        tools = engine.docker('exec', name, 'sh', '-c', 'jupyterhub-singleuser --version && id -u && test ! -e /usr/local/go && echo no-go', timeout=120)
+        assert tools.stdout.split()[-2:] == [BINDER_UID, 'no-go'], tools.stdout
+    finally:
+        engine.docker('rm', '-f', name, check=False, timeout=120)
+        engine.docker('rmi', '-f', tag, check=False, timeout=120)   # its layers stay in the engine's cache (the data root)
 
 def test_host_left_as_found(engine, container):
     "Removing the container and stopping the engine leave no link, rule, mount, cgroup, path or process of the engine's behind."

@@ -150,7 +150,7 @@ class Campaign:
                 else f"reading campaign {self.id or f'(latest finished, profile {self.profile})'}")
         return f"{self.study.name}: {what} on testbed {self.testbed.name}, profile {self.profile}, run {self.run_id}; {self._where()}"
 
-# %% ../../nbs/59_campaign.ipynb #5ecda7ac
+# %% ../../nbs/59_campaign.ipynb #472129d3
 @patch
 def live_provenance(self:Campaign, tools:dict|None=None):
     "The live provenance of this campaign's records (`results.records.live_provenance`: called, the dict a record carries now; `.host`, its host facts), as `sweep` takes it; `tools` adds tool versions (e.g. of an image built by the method)."
