@@ -290,6 +290,7 @@ def drive(self:Campaign, *, adapt:bool=True):
     try:
         fns, tools = {}, getattr(app, 'tools', None)
         for step in self.study.steps(self.P, app):
+            if not step.points: continue   # a schedule may leave a part empty (a role with no points of an experiment)
             if step.unavailable is not None:
                 self.not_measurable({step.experiment: step.points}, step.unavailable, tools=tools); continue
             if step.experiment not in fns: fns[step.experiment] = self.study.method(self, app, step.experiment, self.P)
