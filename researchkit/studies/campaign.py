@@ -282,6 +282,16 @@ def measure(self:Campaign) -> list[SweepSummary]:
     return self.summaries
 
 @patch
+def _run_rows(self:Campaign, wall:float, setup:float) -> list[dict]:
+    "This process's rows of the campaign: its measuring wall time and setup, and (a custom run) the parameters it set otherwise than its profile, as JSON in the note."
+    extra = {'custom_fields': (float(len(self.custom)), 'parameters set otherwise than the profile file (their values: the note)')} if self.custom else {}
+    rows = records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (wall, 's'), 'setup_s': (setup, 's'), **extra}, self.provenance())
+    for r in rows:
+        if r['metric'] == 'custom_fields': r['note'] = json.dumps(self.custom, sort_keys=True, default=str)
+    return rows
+
+# %% ../../nbs/59_campaign.ipynb #c008dr
+@patch
 def drive(self:Campaign, *, adapt:bool=True):
     "The study's method, driven by the campaign: its apparatus built (a testbed that cannot give it: every planned point recorded not measurable, with the reason), each step of its schedule swept with the method's callable for that experiment (asked once per experiment), the adaptive rounds (unless `adapt` is False), the apparatus closed."
     try: app = self.study.apparatus(self, self.P)
@@ -300,15 +310,6 @@ def drive(self:Campaign, *, adapt:bool=True):
     finally:
         close = getattr(app, 'close', None)
         if callable(close): close()
-
-@patch
-def _run_rows(self:Campaign, wall:float, setup:float) -> list[dict]:
-    "This process's rows of the campaign: its measuring wall time and setup, and (a custom run) the parameters it set otherwise than its profile, as JSON in the note."
-    extra = {'custom_fields': (float(len(self.custom)), 'parameters set otherwise than the profile file (their values: the note)')} if self.custom else {}
-    rows = records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (wall, 's'), 'setup_s': (setup, 's'), **extra}, self.provenance())
-    for r in rows:
-        if r['metric'] == 'custom_fields': r['note'] = json.dumps(self.custom, sort_keys=True, default=str)
-    return rows
 
 # %% ../../nbs/59_campaign.ipynb #c008p2
 @patch
