@@ -515,7 +515,7 @@ def cast(self:Bench, rows:list[tuple]):
 def both_up(self:Bench):
     "With both networks kept up (`keep_both`): every role that can run here has its runtime's network up."
     for role, ok, why in self.roles:
-        rt = next((p['runtime'] for p in plan(self.P, self.secure or self.P['secure'])['budget'] if p['role'] == role), None)
+        rt = self.P['native'] if role == 'native' else self.secure   # the runtime `plan` gives the role's points
         if ok and rt and rt not in self.nets: self.network(rt)
 
 def schedule(P:dict, bench:Bench) -> list[Step]:

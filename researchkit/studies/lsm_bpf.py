@@ -248,8 +248,7 @@ def prove_fn(P:dict, bench:Bench):
     return measure
 
 def apparatus(run, P:dict) -> Bench:
-    "What the method needs on the campaign `run`'s testbed: the machine whose kernel enforces the policies (`policy.remote.policy_host`: `NotMeasurable` where the testbed gives none, and every point says so), two pods and the web server, the tools' versions there."
-    policy_host(run.testbed)
+    "What the method needs on the campaign `run`'s testbed (`Bench`): the machine whose kernel enforces the policies (`policy.remote.policy_host`, asked first: `NotMeasurable` where the testbed gives none, and every point says so), two pods and the web server, the tools' versions there."
     bench = Bench(run, P)
     print(f"web server {bench.url} (runc, CPUs {P['server_cpus']}); client pod {bench.client_pod.name}")
     bench.tools = tool_versions(bench.host)
