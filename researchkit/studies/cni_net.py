@@ -9,7 +9,7 @@ from __future__ import annotations
 import pathlib, time
 import polars as pl
 from ..core import Field, ConfigError, NotMeasurable, markdown_table
-from ..claims import Claim, all_hold, at_least, at_most, not_measurable_reason, optional, ratio, select, summarize, verdict
+from ..claims import Claim, Verdict, all_hold, at_least, at_most, not_measurable_reason, optional, ratio, select, summarize, verdict
 from ..teardown import Teardown
 from .contract import Study, Step, ADAPTIVE
 from ..networks.datapaths import PLACEMENTS, DATAPATHS, testbed_hosts
@@ -347,13 +347,18 @@ def claims():
         return check
     mpi = dict(experiment='mpi', metric='alltoall_avg_ms', scenario='BMP2BMP')
     def c7a(df):
-        parts = []
+        # The "≈ 10 %" is Table 3's different-host row (overlay/ovs-vlan 1.07 and 1.09, BMP2BMP); its same-host row is 1.003 and
+        # 1.023: between pods on one host no packet crosses a tunnel or a VLAN trunk, in the paper's OVS or here, so the paper's
+        # own same-host difference is a fraction of the claim's and a band at 1 there cannot be decided (10 campaigns here:
+        # 0.90-1.05, every interval straddling 1). Decided on different hosts; the same-host ratio is shown beside it.
         overlays = [o for o in ('flannel-vxlan', 'ovs-vxlan') if optional(dp_ratio, df, o, 'ovs-vlan', **mpi) is not None]
-        for pl_ in PLACEMENTS:
-            r = optional(dp_ratio, df, overlays, 'ovs-vlan', placement=pl_, **mpi) if overlays else None
-            if r is not None: parts.append(r.decide(at_least(1.0), f"{pl_}: overlay ({' + '.join(overlays)})/ovs-vlan latency"))
-        if not parts: raise NotMeasurable('MPI all-to-all', 'no MPI records for ovs-vlan and an overlay path in this run')
-        return all_hold(*parts)
+        what = f"overlay ({' + '.join(overlays)})/ovs-vlan latency"
+        r = optional(dp_ratio, df, overlays, 'ovs-vlan', placement=DIFF, **mpi) if overlays else None
+        if r is None: raise NotMeasurable('MPI all-to-all', 'no different-host MPI records for ovs-vlan and an overlay path in this run')
+        v = r.decide(at_least(1.0), f"different-host: {what}")
+        s = optional(dp_ratio, df, overlays, 'ovs-vlan', placement=SAME, **mpi)
+        beside = (f"; beside it, not deciding (Table 3's same-host row: 1.00–1.02): same-host: {s.text(what)}" if s is not None else '')
+        return Verdict(v.status, v.measured + beside, v.reason, v.needed)
     def c7b(df):
         s = _series(df, 'mpi', 'alltoall_avg_ms', scenario='BMP2BMP')
         if s.is_empty() or s['placement'].n_unique() < 2: raise NotMeasurable('MPI placement', 'needs MPI records at both placements')
@@ -372,7 +377,8 @@ def claims():
         Claim('4b', 'Different hosts: macvlan beats SR-IOV (no RDMA between VF and PF).', 'macvlan > SR-IOV', c4b),
         Claim('5', 'BMP2VMP: VXLAN in the pod over a VLAN/SR-IOV host network degrades sharply.', 'sharp drop (encap, MTU, fragmentation)', vm_claim('BMP2VMP')),
         Claim('6', 'VMP2VMP ≈ 20 % below BMP2VMP; SR-IOV offload ≈ macvlan BMP2BMP (~25 % over legacy SR-IOV).', 'VMP2VMP ≈ 0.80 × BMP2VMP', vm_claim('VMP2VMP')),
-        Claim('7a', 'MPI all-to-all: VLAN ≈ 10 % faster than overlay.', 'Table 3: overlay/ovs-vlan 1.00–1.09 (band: ≥ 1)', c7a, needs=mpi_needs),
+        Claim('7a', 'MPI all-to-all: VLAN ≈ 10 % faster than overlay.', 'Table 3, different hosts: overlay/ovs-vlan 1.07–1.09 (band: ≥ 1; same host 1.00–1.02)', c7a,
+              needs=[{**mpi_needs[0], 'placement': DIFF, 'datapath': ['flannel-vxlan', 'ovs-vxlan', 'ovs-vlan']}]),
         Claim('7b', 'MPI all-to-all: different-host vs same-host as in Table 3 (different-host faster, BMP2BMP).', 'Table 3: 14.5–16.1 vs 19.6–20.1 ms (band: ≤ 1)', c7b,
               needs=mpi_needs),
     ]
