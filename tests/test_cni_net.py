@@ -38,7 +38,9 @@ def test_committed_records_give_every_claim_a_verdict(tmp_path):
     assert nm.height and all(r for r in nm['reason'])           # every "not measurable" says why
     assert table.filter(pl.col('status') != 'not measurable')['measured'].str.contains(r'\d+(\.\d+)?% CI').all()  # numbers with their interval (95 %, or more after adaptive rounds)
     open_ = table.filter(pl.col('status') == 'inconclusive')    # every "inconclusive" says how far and what would decide it
-    assert all('straddles' in r or 'no interval' in r or 'this claim rests a verdict on' in r for r in open_['reason']) and open_['needed'].is_not_null().all()
+    assert all('straddles' in r or 'no interval' in r or 'this claim rests a verdict on' in r for r in open_['reason'])
+    # how many repetitions would decide it: a count, or (a spread no budget closes) the reason says more than the solver tries
+    assert all(n is not None or 'more than 1000 repetitions would be needed' in r for n, r in zip(open_['needed'], open_['reason'])), open_.select('id', 'needed', 'reason').rows()
     paths = cni_net.figures(df, tmp_path)
     names = {p.stem for p in paths}
     assert {'fig10_same_host_throughput', 'fig11_different_host', 'fig16_mpi_alltoall', 'table3_mpi_alltoall'} <= names
@@ -72,14 +74,18 @@ def test_committed_claim_ratio_is_the_geometric_mean_over_sizes_per_repetition()
     level = 1 - 0.1 / 2 ** (1 + rounds)   # 95 %, then 97.5 %, 98.75 % after each adaptive round (the claims' look spending)
     t = {(3, 0.95): 4.303, (3, 0.975): 6.205, (4, 0.95): 3.182, (4, 0.975): 4.177, (5, 0.95): 2.776, (5, 0.975): 3.495,
          (6, 0.95): 2.571, (6, 0.975): 3.163, (7, 0.95): 2.447, (7, 0.975): 2.969, (8, 0.95): 2.365, (8, 0.975): 2.841,
-         (3, 0.9875): 8.860, (4, 0.9875): 5.392, (5, 0.9875): 4.315, (6, 0.9875): 3.810, (7, 0.9875): 3.521, (8, 0.9875): 3.335}[n, level]   # Student t, n - 1 df
+         (3, 0.9875): 8.860, (4, 0.9875): 5.392, (5, 0.9875): 4.315, (6, 0.9875): 3.810, (7, 0.9875): 3.521, (8, 0.9875): 3.335,
+         (3, 0.99375): 12.590, (4, 0.99375): 6.895, (5, 0.99375): 5.261, (6, 0.99375): 4.526, (7, 0.99375): 4.115, (8, 0.99375): 3.855,
+         (3, 0.996875): 17.847, (4, 0.996875): 8.768, (5, 0.996875): 6.364, (6, 0.996875): 5.326, (7, 0.996875): 4.760, (8, 0.996875): 4.408,
+         }[n, level]   # Student t, n - 1 df (the last two levels by Simpson's rule on the t density, 2026-11-29)
     est, lo, hi = math.exp(m), math.exp(m - t * sd / math.sqrt(n)), math.exp(m + t * sd / math.sqrt(n))
     # on this testbed the same-host overlays are one path (veth → Linux bridge → veth): claim 1 is not measurable, naming both
     row = evaluate(cni_net.claims(), df).filter(pl.col('id') == '1').row(0, named=True)
     assert row['status'] == 'not measurable' and 'ovs-vxlan' in row['reason'] and 'ovs-gre' in row['reason'] and 'same path' in row['reason'], row
     # where the runs recorded another build of OVS (a real OVS bridge), the arms differ and the number is the hand-computed one
     measured = evaluate(cni_net.claims(), _real_ovs(df)).filter(pl.col('id') == '1')['measured'][0]
-    assert measured.startswith(f"TCP ovs-vxlan/flannel = {est:.2f} [{level * 100:g}% CI {lo:.2f}–{hi:.2f}, n={n}] vs ≥ 1.03; ovs-gre/flannel = "), measured
+    shown = f"{level * 100:.2f}".rstrip('0').rstrip('.')   # the level to two decimals: 95, 97.5, 98.75, 99.38, 99.69
+    assert measured.startswith(f"TCP ovs-vxlan/flannel = {est:.2f} [{shown}% CI {lo:.2f}–{hi:.2f}, n={n}] vs ≥ 1.03; ovs-gre/flannel = "), measured
 
 def _real_ovs(df):
     "The records as if OVS itself had been built for the OVS paths (another recorded variant: the same-host arms then differ)."
