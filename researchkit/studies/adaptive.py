@@ -12,7 +12,7 @@ from ..claims import evaluate
 from ..results.records import point_key
 
 # %% auto #0
-__all__ = ['REFINE_ROUNDS', 'adapt', 'finer_within', 'neighbour_s', 'points_for', 'point_s']
+__all__ = ['REFINE_ROUNDS', 'adapt', 'finer_points', 'finer_within', 'search', 'neighbour_s', 'points_for', 'point_s']
 
 # %% ../../nbs/59b_adaptive.ipynb #c005
 def _matches(experiment:str, point:dict, flt:dict) -> bool:
@@ -29,7 +29,7 @@ _MISSING = object()
 REFINE_ROUNDS = 4   # at most this many refinement rounds (`Campaign.adapt`): each halves a cell (in its scale); a study stops asking once its cells are as fine as it needs
 
 def adapt(run) -> list[str]:
-    """Adaptive rounds, while a claim is inconclusive: first **refinement** — where the grid's resolution alone leaves a verdict
+    """After the study's search (`search`: not a look), adaptive rounds, while a claim is inconclusive: first **refinement** — where the grid's resolution alone leaves a verdict
     open (`Verdict.finer`), the points between the grid's values that would narrow it, each at every repetition its curve has
     (marked `'refine': True`; one point at a time, all its repetitions in a row) — then **repetitions**: the points a claim with
     `needs` depends on, as many more times as the cheapest open claim's `needed` asks (within the budget) — until every such claim is decided, the points reach `max_repetitions`, or the next round would
@@ -46,6 +46,7 @@ def adapt(run) -> list[str]:
     def note(point, metrics, text):
         log.append(text); print(f"adaptive: {text}")
         run.record('adaptive', point, metrics, note=text)
+    if run.study.search is not None: search(run, note, spent)   # not a look: chosen from the curves alone
     while True:
         table = evaluate(claims, run.records())
         undecided = table.filter(pl.col('status') == 'inconclusive')
@@ -116,39 +117,78 @@ def adapt(run) -> list[str]:
     return log
 
 # %% ../../nbs/59b_adaptive.ipynb #c009
+def finer_points(run, finers, taken:set|None=None) -> list[tuple]:
+    """[(experiment, point, repetitions, why, set, seconds)] of the `Finer`s (or their JSON lists) not yet measured at every
+    repetition of their curve: each a swept point of the curve with the `Finer`'s values and `'refine': True`, at as many
+    repetitions as the curve has; its cost, the longest one measurement of its neighbours on the curve took in this process
+    (else the experiment's mean), per missing repetition. Points whose key is in `taken` are left out."""
+    df, out, taken = run.records(), [], set() if taken is None else taken
+    for e, match, set_, why in finers:
+        if e not in run._swept: continue
+        curve = [p for p in run._swept[e][0] if _matches(e, p, match)]
+        base = next((p for p in curve if not p.get('refine')), None)
+        if base is None or any(all(p.get(k) == v for k, v in set_.items()) for p in curve if not p.get('refine')): continue
+        p = {**base, **set_, 'refine': True}
+        key = point_key(run.study.name, e, p)
+        if key in taken: continue
+        keys = {point_key(run.study.name, e, q) for q in curve}
+        n = (df.filter((pl.col('experiment') == e) & pl.col('point_key').is_in(list(keys)))['repetition'].max() or 0) + 1 if df.height else 1
+        missing = sum(not run.done(e, p, rep) for rep in range(n))
+        if not missing: continue
+        taken.add(key)
+        out.append((e, p, n, why, set_, missing * neighbour_s(run, e, curve, set_)))
+    return out
+
 def finer_within(run, undecided:pl.DataFrame, left_s:float|None) -> tuple[list, list]:
-    """The `Finer` points of the claims in `undecided` (rows of the claims table) not yet measured at every repetition of their curve, claim by claim while their cost
-    fits `left_s` (None: no budget): ([(claim id, experiment, point, repetitions, why, set, seconds)], [(claim id, seconds) of the
-    claims that did not fit]). A point is a swept point of the curve with the `Finer`'s values and `'refine': True`; its cost,
-    the longest one measurement of its neighbours on the curve took in this process (else the experiment's mean), per repetition."""
-    df, out, skipped, taken = run.records(), [], [], set()
+    """The `Finer` points (`finer_points`) of the claims in `undecided` (rows of the claims table), claim by claim while their
+    cost fits `left_s` (None: no budget): ([(claim id, experiment, point, repetitions, why, set, seconds)], [(claim id,
+    seconds) of the claims that did not fit])."""
+    out, skipped, taken = [], [], set()
     for r in undecided.filter(pl.col('finer').is_not_null()).iter_rows(named=True):
-        mine = []
-        for e, match, set_, why in json.loads(r['finer']):
-            if e not in run._swept: continue
-            curve = [p for p in run._swept[e][0] if _matches(e, p, match)]
-            base = next((p for p in curve if not p.get('refine')), None)
-            if base is None or any(all(p.get(k) == v for k, v in set_.items()) for p in curve if not p.get('refine')): continue
-            p = {**base, **set_, 'refine': True}
-            key = point_key(run.study.name, e, p)
-            if key in taken: continue
-            keys = {point_key(run.study.name, e, q) for q in curve}
-            n = (df.filter((pl.col('experiment') == e) & pl.col('point_key').is_in(list(keys)))['repetition'].max() or 0) + 1 if df.height else 1
-            missing = sum(not run.done(e, p, rep) for rep in range(n))
-            if not missing: continue
-            mine.append((r['id'], e, p, n, why, set_, missing * neighbour_s(run, e, curve, set_)))
+        mine = finer_points(run, json.loads(r['finer']), set(taken))
         cost = sum(m[-1] for m in mine)
         if not mine: continue
         if left_s is not None and cost > left_s: skipped.append((r['id'], cost)); continue
-        out += mine; taken |= {point_key(run.study.name, m[1], m[2]) for m in mine}
+        out += [(r['id'], *m) for m in mine]; taken |= {point_key(run.study.name, m[0], m[1]) for m in mine}
         if left_s is not None: left_s -= cost
     return out, skipped
 
+def search(run, note, spent) -> int:
+    """The study's **search** (`Study.search`), after the sweeps and before the first look at the claims: the points between a
+    grid's values that locate what the grid only brackets (a knee), which the study chooses from its curves alone. What
+    it measures does not depend on any verdict, so it is not a look (`claims.looks` counts the adaptive rounds, not the
+    searches) and costs no interval width; a refinement round (`adapt`) is one, since a verdict decides whether it runs.
+    Each point at every repetition its curve has, one point at a time; at most `REFINE_ROUNDS` rounds, each recorded
+    (experiment 'adaptive', metric 'searched'), while the budget holds (else recorded as not measured). Returns the rounds run."""
+    budget, k = run.P.get('budget_min'), 0
+    while k < REFINE_ROUNDS:
+        todo = finer_points(run, run.study.search(run.records(), run.P))
+        if not todo: break
+        cost = sum(t[-1] for t in todo)
+        if budget is not None and cost > budget * 60 - spent():
+            note({'search': k + 1, 'skip': 'budget'}, {'estimated_s': (cost, 's')},
+                 f"search {k + 1}: its points between the grid's (~{cost:.0f} s) would end past the budget "
+                 f"({spent() / 60:.1f} of {budget:g} min spent): not measured")
+            break
+        k += 1
+        note({'search': k}, {'searched': (len(todo), 'count'), 'estimated_s': (cost, 's')},
+             f"search {k} (chosen from the curves alone, not a look at the claims): "
+             + '; '.join(f"{why}: {', '.join(f'{a} {v:g}' for a, v in s.items())} ({n} repetitions)" for e, p, n, why, s, _ in todo))
+        for e, p, n, why, s, _ in todo:   # one point at a time, its repetitions in a row
+            _, fn, _ = run._swept[e]
+            run.sweep(e, [p], fn, repetitions=n)
+    return k
+
 def neighbour_s(run, experiment:str, curve:list[dict], set_:dict) -> float:
-    "Seconds one measurement of a point between `curve`'s values takes: the longest of its two neighbours along each field of `set_` (else the experiment's mean)."
+    """Seconds one measurement of a point between `curve`'s values takes: the longest of its two nearest measured neighbours
+    along each field of `set_`, points between the grid's included (else the experiment's mean). Until 2026-11-29 only the
+    grid's own points counted: runtimes-web's second search of a CPU knee (194 req/s, between 168 measured by the first and
+    224 past the collapse) was estimated from 126 req/s alone at 52 s, while its neighbour at 168 had taken 40 and 46 s for
+    its three repetitions under each runtime (campaign rk3b4a: ~90 s for the two)."""
     secs = []
     for k, v in set_.items():
-        xs = [p for p in curve if isinstance(p.get(k), (int, float)) and not p.get('refine')]
+        xs = [p for p in curve if isinstance(p.get(k), (int, float))
+              and run._point_secs.get((experiment, point_key(run.study.name, experiment, p))) is not None]
         lo = max((p for p in xs if p[k] < v), key=lambda p: p[k], default=None)
         hi = min((p for p in xs if p[k] > v), key=lambda p: p[k], default=None)
         secs += [run._point_secs.get((experiment, point_key(run.study.name, experiment, p))) for p in (lo, hi) if p is not None]

@@ -79,6 +79,7 @@ class Study:
     prepare: Callable = _no_prepare      # (node) -> {what: where}: build on node what the method needs before it measures (its images); idempotent, so `make setup` runs it (`researchkit prepare`) beside the tool builds
     testbeds: tuple = ('local', 'ssh')   # testbed kinds the method runs on ('kubernetes': pods of a cluster, researchkit.testbed.kube)
     schedule: Callable|None = None       # (P, apparatus) -> [Step, ...]: the sweeps in order; None: `plan_schedule(plan)`
+    search: Callable|None = None         # (df, P) -> [claims.Finer, ...]: points between a grid's values that locate what the grid only brackets (a knee), chosen from the curves alone, never from a verdict; measured after the sweeps, before the first look (`adaptive.search`)
 
     def steps(self, P:dict, apparatus) -> list[Step]:
         "The sweeps the Campaign runs, in order: `schedule(P, apparatus)`, or each experiment of the plan once."
@@ -111,7 +112,7 @@ def check_study(study) -> 'Study':
     _check_schema(study.schema, f"{w}.schema")
     if not isinstance(study.testbeds, tuple) or not study.testbeds or not set(study.testbeds) <= set(TESTBED_KINDS):
         raise ConfigError(f"{w}.testbeds", f"must be a non-empty tuple of {', '.join(TESTBED_KINDS)}, got {study.testbeds!r}")
-    for a, n in {**_ARITY, **({'schedule': 2} if study.schedule is not None else {})}.items():
+    for a, n in {**_ARITY, **{o: 2 for o in ('schedule', 'search') if getattr(study, o) is not None}}.items():
         f = getattr(study, a)
         if not callable(f): raise ConfigError(f"{w}.{a}", f"must be callable, got {type(f).__name__}")
         try: inspect.signature(f).bind(*range(n))

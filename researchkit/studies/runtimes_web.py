@@ -26,8 +26,8 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'RUNTIME_NAMES', 'ENDPOINTS', 'SUCCESS_KNEE'
            'rate_grid', 'preflight', 'configs', 'variant_endpoints', 'describe', 'server_configs', 'prefork_pool',
            'plan', 'tool_versions', 'measure_fn', 'burst_fn', 'closed_fn', 'schedule', 'apparatus', 'method', 'curve',
            'Knee', 'knee', 'gap', 'several_requests', 'capacity', 'grid_step', 'select_load', 'RepCurves', 'knee_ratio',
-           'gaps', 'claims', 'cpu_table', 'knee_table', 'closed_table', 'methods_long', 'cross_check', 'variants_table',
-           'figures', 'cpu_by_rate', 'notes']
+           'gaps', 'claims', 'knee_search', 'cpu_table', 'knee_table', 'closed_table', 'methods_long', 'cross_check',
+           'variants_table', 'figures', 'cpu_by_rate', 'notes']
 
 # %% ../../nbs/62_runtimes_web.ipynb #c004
 NAME = 'runtimes-web'
@@ -541,6 +541,19 @@ def claims():
             Claim('K', "Kata Containers on the same sweep (beyond the paper; the runtime of hlf-kata).",
                   "not in this paper", ck)]
 
+# %% ../../nbs/62_runtimes_web.ipynb #c024s2
+def knee_search(df:pl.DataFrame, P:dict) -> list:
+    "`Study.search`: the `Finer` point halving each runtime × endpoint load curve's knee cell (`RepCurves.cell` of the median curve over every repetition) while that cell is coarser than the paper's grid step; nothing for a curve without records, a knee below or past the grid."
+    out = []
+    if df.is_empty() or 'runtime' not in df.columns: return out
+    for rt in P['runtimes']:
+        for ep in P['endpoints']:
+            try: c = RepCurves(df, rt, ep)
+            except NotMeasurable: continue
+            if c.rates: out += c.finer(c.cell(c.reps))
+    return out
+
+
 # %% ../../nbs/62_runtimes_web.ipynb #c030
 def cpu_table(df:pl.DataFrame) -> pl.DataFrame:
     "Container CPU ms per successful request, per runtime × endpoint, over points below the knee (success ≥ 99 %), and the ratio to runc."
@@ -946,6 +959,6 @@ def notes(df:pl.DataFrame, other:pl.DataFrame|None=None) -> list[str]:
 
 # %% ../../nbs/62_runtimes_web.ipynb #c035
 from ..runtimes.rootfs import prepare_web_image
-study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, apparatus=apparatus, method=method, schedule=schedule, claims=claims,
+study = Study(name=NAME, title=TITLE, seed=SEED, schema=SCHEMA, plan=plan, apparatus=apparatus, method=method, schedule=schedule, search=knee_search, claims=claims,
               figures=figures, notes=notes, preflight=preflight, tools=tool_versions, prepare=prepare_web_image,
               testbeds=('local', 'ssh', 'kubernetes'))
