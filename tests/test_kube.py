@@ -7,13 +7,14 @@ interrupted or killed leaves no pod and no namespace behind. Multus networks bet
 and a Multus macvlan; lsm-bpf and hlf-ec every point not measurable, with the reason the layer under them gives) on the cluster, through the CLI.
 
 The first build of the four binaries takes ~6 min on 2 cores (then the tool cache has them); a cluster starts in ~30 s."""
-import copy, json, os, pathlib, re, signal, subprocess, sys, textwrap, time, pytest, yaml
+import copy, json, math, os, pathlib, re, signal, subprocess, sys, textwrap, time, pytest, yaml
 from researchkit.core import ConfigError, NotMeasurable
 from researchkit.teardown import Teardown
 from researchkit.testbed.nodes import CommandTimeout
 from researchkit.testbed.inventory import Testbed, inventory_from_dict, load_inventory
 from researchkit.runtimes.kube_cluster import (KubeCluster, KubeAccessError, install_cluster_packages, build_kube_tools, cluster_unavailable,
                                                state_diff, KUBE_VERSION, BUSYBOX_IMAGE)
+from researchkit.runtimes.kube_cluster import _has_cap
 from researchkit.testbed.kube import Kube, PodNode, kube_rows
 
 pytestmark = pytest.mark.timeout(2400)
@@ -44,8 +45,11 @@ RUNTIMES = ['runc', 'runsc']
 
 @pytest.mark.parametrize('runtime', RUNTIMES)
 def test_a_pod_per_runtime_class_runs_commands_with_their_exit_codes(cluster, kube, runtime):
-    if runtime == 'runsc' and 'runsc' not in cluster.runtime_classes:
-        pytest.skip(f"no gvisor RuntimeClass: {cluster.gvisor_why}")
+    # gVisor is a RuntimeClass here: where the host refuses the shim its oom_score_adj (no CAP_SYS_RESOURCE), through the
+    # build-time patch, which the inventory (and so the doctor and every run's provenance) names
+    assert 'runsc' in cluster.runtime_classes, cluster.gvisor_why
+    notes = cluster.inventory()['kubernetes'].get('handler_notes', {})
+    assert ('gvisor-shim-oom' in notes.get('runsc', '')) == (not _has_cap(24)), notes
     k = Kube(spec(cluster, runtime_classes={'runc': None, **({'runsc': 'gvisor'} if runtime == 'runsc' else {})}))
     with Teardown() as td:
         p = PodNode(k, f"t-{runtime}", runtime=runtime, teardown=td).start()
@@ -60,6 +64,32 @@ def test_a_pod_per_runtime_class_runs_commands_with_their_exit_codes(cluster, ku
         assert pod.spec.runtime_class_name == ({'runsc': 'gvisor'}.get(runtime)) and pod.metadata.labels['researchkit.run'] == k.run_id
     assert k.pods() == []
 
+
+def _https(host:str, port:int, path:str, token:str|None=None, method:str='GET', body:dict|None=None) -> int:
+    "The HTTP status of one request to the cluster's API server or kubelet (their certificates are the run's own, not checked here)."
+    import http.client, ssl
+    c = http.client.HTTPSConnection(host, port, context=ssl._create_unverified_context(), timeout=15)
+    try:
+        c.request(method, path, body=json.dumps(body) if body else None,
+                  headers={'Content-Type': 'application/json', **({'Authorization': f"Bearer {token}"} if token else {})})
+        return c.getresponse().status
+    finally: c.close()
+
+def test_nobody_gets_in_without_credentials_and_a_pods_own_account_makes_no_pod(cluster):
+    """The API server and the kubelet, both on the node address every pod can reach, refuse a request without credentials
+    (401); the kubeconfig's user gets in (the kubelet asks the API server who it is and what it may do); a token of a pod's
+    service account, which any process in a pod holds, may neither create a privileged pod nor read the kubelet (403)."""
+    from kubernetes.client import CoreV1Api, AuthenticationV1TokenRequest, V1TokenRequestSpec
+    ip, api, kubelet = cluster.node_ip, cluster.ports['apiserver'], cluster.ports['kubelet']
+    assert _https(ip, api, '/api/v1/pods') == 401 and _https(ip, kubelet, '/pods') == 401
+    assert _https(ip, api, '/api/v1/pods', cluster.token) == 200 and _https(ip, kubelet, '/pods', cluster.token) == 200
+    req = AuthenticationV1TokenRequest(spec=V1TokenRequestSpec(audiences=['https://kubernetes.default.svc'], expiration_seconds=600))
+    pod_token = CoreV1Api(cluster.api()).create_namespaced_service_account_token('default', 'default', req).status.token
+    assert _https(ip, api, '/api/v1/namespaces/default/pods', pod_token) == 403
+    escape = {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'rk-escape'},
+              'spec': {'containers': [{'name': 'c', 'image': BUSYBOX_IMAGE, 'securityContext': {'privileged': True}}]}}
+    assert _https(ip, api, '/api/v1/namespaces/default/pods', pod_token, 'POST', escape) == 403
+    assert _https(ip, kubelet, '/pods', pod_token) == 403
 
 def test_timeouts_kill_the_command_in_the_pod_and_files_go_both_ways(kube, tmp_path):
     with Teardown() as td:
@@ -284,15 +314,17 @@ def test_runtimes_web_smoke_runs_in_pods_of_a_real_cluster(cluster, kube, tmp_pa
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     df = ResultStore(tmp_path/'results').load('runtimes-web')
     ok = df.filter((pl.col('experiment') == 'load') & (pl.col('metric') == 'success_rate'))
-    assert set(ok['runtime']) == {'runc'} and set(ok['endpoint']) == {'cpu', 'io'} and ok['value'].min() == 1.0, ok
+    rts = {'runc', 'runsc'} & set(cluster.runtime_classes)   # gVisor's pods too, where the cluster offers its class
+    assert set(ok['runtime']) == rts and set(ok['endpoint']) == {'cpu', 'io'} and ok['value'].min() == 1.0, ok
     cpu = df.filter(pl.col('metric') == 'cpu_s_per_request')
     assert cpu.height and (cpu['value'] > 0).all() and (cpu['value'] < 5).all()      # the server container's cgroup saw the work
     nm = df.filter(pl.col('metric') == 'not_measurable')
     runsc = nm.filter((pl.col('runtime') == 'runsc') & (pl.col('experiment') == 'load'))['note']
-    assert runsc.len() and (runsc.str.contains('CAP_SYS_RESOURCE') if 'runsc' not in cluster.runtime_classes else runsc.str.len_chars() > 0).all()
+    if 'runsc' in cluster.runtime_classes: assert runsc.len() == 0, runsc.to_list()   # measured (above), none recorded not measurable
+    else: assert runsc.len() and runsc.str.contains('CAP_SYS_RESOURCE').all()
     assert nm.filter((pl.col('runtime') == 'kata') & (pl.col('experiment') == 'load'))['note'].str.contains('Kata').all()
     closed = df.filter((pl.col('experiment') == 'closed') & (pl.col('metric') == 'cpu_s_per_request'))   # wrk in the client pod (the web image carries it)
-    assert set(closed['runtime']) == {'runc'} and set(closed['endpoint']) == {'cpu', 'io'} and ((closed['value'] > 0) & (closed['value'] < 5)).all(), closed
+    assert set(closed['runtime']) == rts and set(closed['endpoint']) == {'cpu', 'io'} and ((closed['value'] > 0) & (closed['value'] < 5)).all(), closed
     burst = df.filter((pl.col('experiment') == 'burst') & (pl.col('metric') == 'success_rate') & (pl.col('runtime') == 'runc'))
     assert burst['value'].to_list() == [1.0, 1.0] and sorted(burst['pool']) == ['growing', 'grown'], burst   # onto the pool the closed loop left, then at once again
     tv = json.loads(df.filter(pl.col('experiment') == 'load')['tool_versions'][0])
@@ -412,18 +444,25 @@ def test_hlf_kata_smoke_runs_in_pods_of_a_real_cluster(cluster, kube, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-4000:]
     df = ResultStore(tmp_path/'results').load('hlf-kata')
     tps = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'tps_window'))
-    assert set(tps['runtime']) == {'runc'} and sorted(tps['budget']) == [0.5, 1.0], tps
+    rts = {'runc', 'runsc'} & set(cluster.runtime_classes)   # the stand-in for Kata (gVisor) too, where the cluster offers its class
+    assert set(tps['runtime']) == rts and sorted(tps['budget']) == sorted([0.5, 1.0] * len(rts)), tps
     # Fabric in the pods committed transactions inside each window, and no more than rk-load sent by its end (10 tx/s over warm-up + window);
     # how many is the pods' capacity at 0.07-0.14 core each, which this host does not fix (CI measured 4.0 tx/s at budget 0.5, 10.7 at 1.0)
     got = lambda m: df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == m)).sort('budget')['value'].to_list()
-    assert got('offered_rate') == [10.0, 10.0] and all(0 < v <= 10 * (1.0 + 1.5) / 1.5 for v in tps.sort('budget')['value']), tps
+    assert got('offered_rate') == [10.0] * (2 * len(rts)) and all(0 < v <= 10 * (1.0 + 1.5) / 1.5 for v in tps.sort('budget')['value']), tps
     assert all(o >= 1 for o in got('ok')), got('ok')
     cpu = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'fabric_cpu_cores'))
-    assert cpu.height == 2 and all(0 < r_['value'] <= 1.15 * r_['budget'] for r_ in cpu.iter_rows(named=True)), cpu   # the pods' limits held
+    # the pods' limits held, read in runc's containers from their own cgroups; in gVisor's pods the cgroup inside the sandbox is
+    # gVisor's own account (`PodNode.cpu_seconds`), which read 0.87 and 1.14 core against a peer quota of 0.071 and 0.143 on
+    # 2026-11-29: not the host's, and not checked against the limit here (issue 36: the pod's host cgroup is the measure to use)
+    assert cpu.height == 2 * len(rts) and all(0 < r_['value'] <= (1.15 * r_['budget'] if r_['runtime'] == 'runc' else math.inf)
+                                              for r_ in cpu.iter_rows(named=True)), cpu
     q = df.filter((pl.col('experiment') == 'budget') & (pl.col('metric') == 'quota_peer'))
-    assert sorted(q['value'].round(4)) == [round(0.5 / 7, 4), round(1.0 / 7, 4)]
+    assert sorted(q['value'].round(4)) == sorted([round(0.5 / 7, 4), round(1.0 / 7, 4)] * len(rts))
     ups = df.filter((pl.col('experiment') == 'network') & (pl.col('metric') == 'up_s'))
-    assert ups.height == 2 and set(ups['runtime']) == {'runc'}                         # a network per budget: a pod's limit is fixed
+    # a network per CPU allotment and runtime (a pod's limit is fixed): runc's two budgets; gVisor's two and its two vCPU pairs
+    points = df.filter(pl.col('experiment').is_in(['budget', 'vcpu']) & (pl.col('metric') == 'tps_window')).group_by('runtime').agg(pl.col('point_key').n_unique())
+    assert dict(ups.group_by('runtime').len().iter_rows()) == dict(points.iter_rows()) and set(ups['runtime']) == rts, (ups, points)
     nm = df.filter(pl.col('metric') == 'not_measurable')
     assert nm.filter((pl.col('experiment') == 'runtimes') & (pl.col('runtime') == 'kata'))['note'].str.contains('Kata').all()
     if 'runsc' not in cluster.runtime_classes:

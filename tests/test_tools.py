@@ -77,7 +77,8 @@ def test_four_and_five_fields(tmp_path):
     ('a b c d fabric-ldflags=', 'the form is fabric-ldflags=LABEL'), ('a b c d cgo=1', 'the form is cgo'),
     ('a b c d cgo,cgo', 'given twice'), ('x ./tools/go/x local .', 'needs go.mod and go.sum'),
     ('x tools/go/x local .', "'./…'"), ('v example.com/v v1 .', 'pinned twice'),
-    ('a b c d kube-version=1.31.4', 'the form is kube-version=vX.Y.Z'), ('a b c d on-demand=yes', 'the form is on-demand')])
+    ('a b c d kube-version=1.31.4', 'the form is kube-version=vX.Y.Z'), ('a b c d on-demand=yes', 'the form is on-demand'),
+    ('a b c d patch=nope', 'no executable tools/go/patches/nope'), ('a b c d patch=', 'the form is patch=NAME')])
 def test_bad_lines_name_the_line(checkout, bad, msg):
     "Python and the install script both refuse the line, naming it, before anything is built."
     spec = checkout/'tools'/'go-tools.txt'
@@ -288,3 +289,42 @@ def test_go_tool_and_fabric_config_copy_to_an_ssh_node_that_lacks_them(ssh_host,
     assert d == f"{remote}/fabric-config@{FABRIC_PIN}" == fabric_config_dir(n)
     for f in ('core.yaml', 'orderer.yaml'): assert (pathlib.Path(d)/f).read_text() == (pathlib.Path(fabric_config_dir())/f).read_text()
     assert sorted(os.listdir(remote)) == sorted([pins['rk-load'].subdir, f'fabric-config@{FABRIC_PIN}'])   # nothing else, no .tmp left
+
+
+def test_a_patched_tool_is_a_build_of_its_own(checkout):
+    "`patch=NAME`: the cache key is the pin + the patch's name and 12 hex of its sha256 (what the script computes: tool_path finds its builds), so a changed patch is a new build; a `local` tool is patched in its source instead."
+    import hashlib
+    p = checkout/'tools'/'go'/'patches'/'p1'; p.parent.mkdir(parents=True); p.write_text('#!/bin/sh\nexit 0\n'); p.chmod(0o755)
+    spec = checkout/'tools'/'go-tools.txt'
+    spec.write_text("a example.com/a v1.0.0 . patch=p1\n")
+    t = go_tools(spec)['a']
+    assert t.patch == p and t.key == 'v1.0.0+p1-' + hashlib.sha256(p.read_bytes()).hexdigest()[:12] and t.subdir == f"a@{t.key}"
+    key = t.key
+    p.write_text('#!/bin/sh\nexit 1\n')
+    assert go_tools(spec)['a'].key != key                  # a changed patch: another build
+    hello(checkout, name='x')
+    spec.write_text("x ./tools/go/x local . patch=p1\n")
+    with pytest.raises(ConfigError) as e: go_tools(spec)
+    assert 'patch it there' in e.value.msg
+    r = install(checkout, checkout/'cache')
+    assert r.returncode == 1 and 'tools/go-tools.txt:1:' in r.stderr and 'patch it there' in r.stderr, r.stderr
+
+
+def test_the_gvisor_shim_patch_changes_one_call_and_stops_when_the_pin_moved(tmp_path):
+    "tools/go/patches/gvisor-shim-oom writes a copy of the shim's manager.go with the fatal oom_score_adj check made a no-op, and an overlay naming it; a source without exactly one such call stops it (a moved pin is looked at, not patched blindly)."
+    patch = ROOT/'tools'/'go'/'patches'/'gvisor-shim-oom'
+    fatal = 'return shim.BootstrapParams{}, fmt.Errorf("failed to set OOM Score on shim: %w", err)'
+    src = tmp_path/'mod'/'pkg'/'shim'/'v1'; src.mkdir(parents=True)
+    body = 'package shim\n\nfunc start() {\n\tif err := sys.SetOOMScore(pid, -999); err != nil {\n\t\t' + fatal + '\n\t}\n}\n'
+    (src/'manager.go').write_text(body)
+    r = subprocess.run([str(patch), str(tmp_path/'mod'), str(tmp_path/'out')], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    overlay = json.loads((tmp_path/'out'/'overlay.json').read_text())['Replace']
+    assert overlay == {str((src/'manager.go').resolve()): str((tmp_path/'out'/'manager.go').resolve())}
+    new = (tmp_path/'out'/'manager.go').read_text()
+    changed = [(a, b) for a, b in zip(body.splitlines(), new.splitlines()) if a != b]
+    assert len(changed) == 1 and changed[0][0].strip() == fatal and changed[0][1].strip().startswith('_ = err'), changed
+    assert (src/'manager.go').read_text() == body                  # the source is never touched
+    (src/'manager.go').write_text(body.replace(fatal, 'return nil'))
+    r = subprocess.run([str(patch), str(tmp_path/'mod'), str(tmp_path/'out2')], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and 'the pin moved' in r.stderr, r.stderr

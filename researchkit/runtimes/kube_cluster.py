@@ -12,7 +12,7 @@ from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id,
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode
 from .docker_engine import install_debs, host_state, state_diff
-from ..testbed.tools import tool_path
+from ..testbed.tools import go_tools, tool_path
 
 # %% auto #0
 __all__ = ['KUBE_VERSION', 'KUBE_TOOLS', 'CLUSTER_PACKAGES', 'CNI_BIN', 'KUBE_SYSCTLS', 'KUBE_PATHS', 'KUBE_LINKS',
@@ -222,6 +222,7 @@ class KubeCluster:
         self._td, self._own_td = teardown, teardown is None
         self.procs, self.before, self.left, self.runtime_classes = {}, None, None, {}
         self.gvisor_why = None   # why there is no `gvisor` RuntimeClass (measured), when there is none
+        self.gvisor_patched = None   # why gVisor's shim runs patched here (the host refuses its oom_score_adj), when it does
         self.images = {}         # image name -> reference, of the images imported into the cluster
         self.node = LocalNode()
         self.kubeconfig = f"{self.base}/kubeconfig"
@@ -290,10 +291,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         if not (shim and runsc):
             self.gvisor_why = _SHIM_BUILD.get(GVISOR_SHIM) or f"{GVISOR_SHIM if not shim else 'runsc'} is not built (tools/install-go-tools {GVISOR_SHIM} runsc)"
             return None
-        if not _has_cap(24):   # measured: the shim's start fails "failed to set OOM Score on shim: ... permission denied"
-            self.gvisor_why = ("gVisor's containerd shim sets its own oom_score_adj to -999 and stops when that is refused; this host's "
-                               f"capability bounding set lacks CAP_SYS_RESOURCE (CapBnd {_caps('CapBnd')}), so no gvisor RuntimeClass here")
-            return None
+        patch = go_tools()[GVISOR_SHIM].patch
+        if not _has_cap(24):   # measured: the unpatched shim's start fails "failed to set OOM Score on shim: ... permission denied"
+            refused = ("gVisor's containerd shim sets its own oom_score_adj to -999 and stops when that is refused; this host's "
+                       f"capability bounding set lacks CAP_SYS_RESOURCE (CapBnd {_caps('CapBnd')})")
+            if patch is None:
+                self.gvisor_why = f"{refused}, so no gvisor RuntimeClass here"
+                return None
+            self.gvisor_patched = (f"{refused}: the shim is built with tools/go/patches/{patch.name}, which goes on past the refusal "
+                                   "and keeps the score the shim inherited")
         B = self.base
         # containerd finds shims on its PATH. The shim at the runsc pin is built on containerd 2's shim library: its `start`
         # prints bootstrap JSON ({"version":…,"address":…,"protocol":"ttrpc"}) where containerd 1.6 reads a bare address.
@@ -375,20 +381,24 @@ def _start(self:KubeCluster) -> 'KubeCluster':
                 '--bind-address', self.node_ip, '--advertise-address', self.node_ip, '--secure-port', str(self.ports['apiserver']),
                 '--cert-dir', f"{B}/pki", '--tls-cert-file', f"{B}/pki/apiserver.crt", '--tls-private-key-file', f"{B}/pki/apiserver.key",
                 '--client-ca-file', f"{B}/pki/ca.crt",
-                '--token-auth-file', f"{B}/pki/tokens.csv", '--authorization-mode', 'AlwaysAllow',
+                '--token-auth-file', f"{B}/pki/tokens.csv", '--anonymous-auth=false', '--authorization-mode', 'Node,RBAC',
+                '--enable-admission-plugins', 'NodeRestriction',
+                # exec and logs: the kubelet admits the API server by this certificate (its group may do anything), nobody without one
+                '--kubelet-client-certificate', f"{B}/pki/kubelet-client.crt", '--kubelet-client-key', f"{B}/pki/kubelet-client.key",
                 '--service-account-issuer', 'https://kubernetes.default.svc', '--service-account-key-file', f"{B}/pki/sa.key",
                 '--service-account-signing-key-file', f"{B}/pki/sa.key", '--service-cluster-ip-range', '10.254.128.0/24',
                 '--kubelet-preferred-address-types', 'InternalIP',   # exec and logs reach the kubelet at the node address, not its name
                 '--allow-privileged=true', '--profiling=false', '--v=1'])
     self._write_kubeconfig(api)
     self._wait('kube-apiserver', lambda: self._api_ok(), 90)
-    common = ['--kubeconfig', self.kubeconfig, '--leader-elect=false', '--profiling=false']
-    self._spawn('kube-controller-manager', [tool_path('kube-controller-manager'), *common, '--secure-port=0',
+    common = lambda who: ['--kubeconfig', self._write_kubeconfig(api, who), '--leader-elect=false', '--profiling=false']
+    self._spawn('kube-controller-manager', [tool_path('kube-controller-manager'), *common('kube-controller-manager'), '--secure-port=0',
+                '--use-service-account-credentials=true',   # each controller as its own service account (RBAC's bootstrap roles)
                 '--root-ca-file', f"{B}/pki/ca.crt", '--service-account-private-key-file', f"{B}/pki/sa.key"])
-    self._spawn('kube-scheduler', [tool_path('kube-scheduler'), *common, '--secure-port=0'])
+    self._spawn('kube-scheduler', [tool_path('kube-scheduler'), *common('kube-scheduler'), '--secure-port=0'])
     # the kubelet
     self._kubelet_config()
-    self._spawn('kubelet', [tool_path('kubelet'), '--config', f"{B}/kubelet.yaml", '--kubeconfig', self.kubeconfig,
+    self._spawn('kubelet', [tool_path('kubelet'), '--config', f"{B}/kubelet.yaml", '--kubeconfig', self._write_kubeconfig(api, 'kubelet'),
                 '--root-dir', f"{B}/kubelet", '--hostname-override', self.node_name, '--node-ip', self.node_ip, '--v=1'])
     self._wait(f"node {self.node_name}", self._node_ready, self.start_timeout)
     self._runtime_classes()
@@ -402,27 +412,38 @@ def _start(self:KubeCluster) -> 'KubeCluster':
 
 @patch
 def _keys(self:KubeCluster):
-    "A CA, the apiserver's serving certificate (node IP, 127.0.0.1, kubernetes.default), the service-account key, the admin token."
+    "A CA, the apiserver's serving certificate (node IP, 127.0.0.1, kubernetes.default) and its client certificate for the kubelet, the service-account key, and a token for each who talks to the API server: the admin (the kubeconfig's user), the controller manager, the scheduler and the kubelet (as its node), each in the identity RBAC's bootstrap roles and the Node authorizer expect."
     P, q = f"{self.base}/pki", shlex.quote
     sh = lambda c: self.node.run(c, timeout=60)
     sh(f"cd {q(P)} && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=researchkit-{self.run_id}-ca 2>/dev/null")
     sh(f"cd {q(P)} && openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj /CN=kube-apiserver 2>/dev/null && "
        f"printf 'subjectAltName=IP:{self.node_ip},IP:127.0.0.1,IP:10.254.128.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:localhost\\n' > san.ext && "
        f"openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt -days 2 -extfile san.ext 2>/dev/null")
+    sh(f"cd {q(P)} && openssl req -newkey rsa:2048 -nodes -keyout kubelet-client.key -out kubelet-client.csr "
+       f"-subj /O=system:masters/CN=kube-apiserver-kubelet-client 2>/dev/null && "
+       f"openssl x509 -req -in kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out kubelet-client.crt -days 2 2>/dev/null")
     sh(f"cd {q(P)} && openssl genrsa -out sa.key 2048 2>/dev/null")
-    self.token = secrets.token_hex(16)
-    pathlib.Path(P, 'tokens.csv').write_text(f'{self.token},admin,admin,"system:masters"\n')
+    self.tokens = {who: (secrets.token_hex(16), user, groups) for who, user, groups in (
+        ('admin', 'admin', 'system:masters'), ('kube-controller-manager', 'system:kube-controller-manager', ''),
+        ('kube-scheduler', 'system:kube-scheduler', ''), ('kubelet', f"system:node:{self.node_name}", 'system:nodes'))}
+    self.token = self.tokens['admin'][0]
+    pathlib.Path(P, 'tokens.csv').write_text(''.join(f'{t},{u},{u}' + (f',"{g}"' if g else '') + '\n' for t, u, g in self.tokens.values()))
+    os.chmod(f"{P}/tokens.csv", 0o600)
 
 @patch
-def _write_kubeconfig(self:KubeCluster, server:str):
+def _write_kubeconfig(self:KubeCluster, server:str, who:str='admin') -> str:
+    "Write the kubeconfig of `who` (a key of `tokens`: 'admin' is `kubeconfig`, the others the control plane's own, readable by root only); returns its path."
     ca = base64.b64encode(pathlib.Path(self.base, 'pki', 'ca.crt').read_bytes()).decode()
-    ctx = f"researchkit-{self.run_id}"
+    ctx, user = f"researchkit-{self.run_id}", self.tokens[who][1]
     cfg = {'apiVersion': 'v1', 'kind': 'Config', 'current-context': ctx,
            'clusters': [{'name': ctx, 'cluster': {'server': server, 'certificate-authority-data': ca}}],
-           'users': [{'name': 'admin', 'user': {'token': self.token}}],
-           'contexts': [{'name': ctx, 'context': {'cluster': ctx, 'user': 'admin', 'namespace': 'default'}}]}
-    pathlib.Path(self.kubeconfig).write_text(json.dumps(cfg, indent=1) + '\n')   # JSON is YAML
-    self.server, self.context = server, ctx
+           'users': [{'name': user, 'user': {'token': self.tokens[who][0]}}],
+           'contexts': [{'name': ctx, 'context': {'cluster': ctx, 'user': user, 'namespace': 'default'}}]}
+    path = self.kubeconfig if who == 'admin' else f"{self.base}/pki/{who}.kubeconfig"
+    pathlib.Path(path).write_text(json.dumps(cfg, indent=1) + '\n')   # JSON is YAML
+    os.chmod(path, 0o600)
+    if who == 'admin': self.server, self.context = server, ctx
+    return path
 
 # %% ../../nbs/18c_kube_cluster.ipynb #c010s1p2
 @patch
@@ -461,8 +482,10 @@ def _kubelet_config(self:KubeCluster):
     B = self.base
     cfg = {'apiVersion': 'kubelet.config.k8s.io/v1beta1', 'kind': 'KubeletConfiguration',
            'address': self.node_ip, 'port': self.ports['kubelet'], 'readOnlyPort': 0, 'healthzPort': 0,
-           'authentication': {'anonymous': {'enabled': True}, 'webhook': {'enabled': False}, 'x509': {}},
-           'authorization': {'mode': 'AlwaysAllow'},
+           # nobody without credentials: the API server by its client certificate, anyone else by a token the API server
+           # vouches for (TokenReview), each request allowed only as RBAC allows its user (SubjectAccessReview)
+           'authentication': {'anonymous': {'enabled': False}, 'webhook': {'enabled': True}, 'x509': {'clientCAFile': f"{B}/pki/ca.crt"}},
+           'authorization': {'mode': 'Webhook'},
            'cgroupDriver': 'cgroupfs', 'cgroupsPerQOS': True, 'cgroupRoot': '/' + self.cgroup,
            'containerRuntimeEndpoint': f"unix://{self.sock}", 'failSwapOn': False, 'makeIPTablesUtilChains': False,
            'protectKernelDefaults': False, 'podLogsDir': f"{B}/pod-logs", 'localStorageCapacityIsolation': False,
@@ -556,6 +579,7 @@ def inventory(self:KubeCluster) -> dict:
     return {'name': f"kube-{self.run_id}", 'description': f"the single-node Kubernetes {KUBE_VERSION} cluster of run {self.run_id} on this machine",
             'kubernetes': {'kubeconfig': self.kubeconfig, 'runtime_classes': rc, 'images': dict(self.images),
                            'local_containerd': self.sock, 'unavailable': {k: v for k, v in why.items() if k not in rc},
+                           **({'handler_notes': {'runsc': self.gvisor_patched}} if self.gvisor_patched and 'runsc' in rc else {}),
                            'cni': 'the CNI bridge plugin' + (" (through Multus)" if self.multus else ''), 'networks': self.networks()}}
 
 @patch
@@ -572,7 +596,8 @@ def version(self:KubeCluster) -> dict:
     m = re.search(r'Version:\s*(\S+)', self.ctr('version', check=False).stdout.split('Server:')[-1])
     e = re.search(r'etcd Version:\s*(\S+)', self.node.run('etcd --version', check=False).stdout)
     return {'kubernetes': v.get('gitVersion'), 'containerd': m and m[1], 'etcd': e and e[1],
-            'gvisor': 'runsc (containerd-shim-runsc-v1)' if 'runsc' in self.runtime_classes else f"none: {self.gvisor_why}"}
+            'gvisor': (f"runsc (containerd-shim-runsc-v1{'; ' + self.gvisor_patched if self.gvisor_patched else ''})"
+                       if 'runsc' in self.runtime_classes else f"none: {self.gvisor_why}")}
 
 # --- stopping
 

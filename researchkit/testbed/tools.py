@@ -19,6 +19,7 @@ __all__ = ['OPTIONS', 'FABRIC_MODULE', 'INSTALL_HINT', 'FABRIC_CONFIG_FILES', 'F
 # %% ../../nbs/14_tools.ipynb #c005
 OPTIONS = {'cgo': 'cgo', 'fabric-ldflags': 'fabric-ldflags=LABEL',   # 5th-column options: name -> its form (`=` takes a value)
            'kube-version': 'kube-version=vX.Y.Z',   # stamp k8s.io/component-base/version (what `kubelet --version` prints)
+           'patch': 'patch=NAME',                   # build with `go build -overlay` from tools/go/patches/NAME MODULE_DIR OUT_DIR (never the module cache)
            'on-demand': 'on-demand'}                # built only when named (`tools/install-go-tools kubelet`), not by `make setup`
 FABRIC_MODULE = 'github.com/hyperledger/fabric'
 
@@ -62,9 +63,16 @@ class GoTool:
         "Source directory of a `local` tool; None for a module tool."
         return pathlib.Path(self.root or project_root())/self.module[2:] if self.local else None
     @property
+    def patch(self) -> pathlib.Path|None:
+        "The build-time patch of a `patch=NAME` tool (tools/go/patches/NAME), else None."
+        name = self.option('patch')
+        return pathlib.Path(self.root or project_root())/'tools'/'go'/'patches'/name if name else None
+    @property
     def key(self) -> str:
-        "The version part of the cache directory: the pin, or `local-<source_hash>`, computed now from the source."
-        return f"local-{source_hash(self.source)}" if self.local else self.version
+        "The version part of the cache directory: the pin, `<pin>+<patch>-<12 hex of the patch's sha256>`, or `local-<source_hash>`, computed now from the source."
+        if self.local: return f"local-{source_hash(self.source)}"
+        p = self.patch
+        return f"{self.version}+{p.name}-{hashlib.sha256(p.read_bytes()).hexdigest()[:12]}" if p else self.version
     @property
     def subdir(self) -> str: return f"{self.name}@{self.key}"
     @property
@@ -86,9 +94,12 @@ def _tool_line(where:str, line:str, root:pathlib.Path) -> GoTool:
         if k not in OPTIONS: raise ConfigError(where, f"unknown option {o!r}; known: {', '.join(OPTIONS.values())}")
         if ('=' in OPTIONS[k]) != bool(eq) or (eq and not v): raise ConfigError(where, f"option {o!r}: the form is {OPTIONS[k]}")
         if k == 'kube-version' and not re.fullmatch(r'v\d+\.\d+\.\d+', v): raise ConfigError(where, f"option {o!r}: the form is {OPTIONS[k]}")
+        if k == 'patch' and not (re.fullmatch(r'[a-z0-9][a-z0-9-]*', v) and os.access(root/'tools'/'go'/'patches'/v, os.X_OK)):
+            raise ConfigError(where, f"option {o!r}: no executable tools/go/patches/{v}")
         if k in seen: raise ConfigError(where, f"option {k} given twice")
         seen.add(k)
     t = GoTool(*f[:4], opts, root=str(root))
+    if t.local and t.option('patch'): raise ConfigError(where, "a local tool is our own source: patch it there, not with patch=")
     if t.local:
         if not t.module.startswith('./'): raise ConfigError(where, f"a local tool's module column is its source directory, './…', got {t.module!r}")
         if not ((t.source/'go.mod').is_file() and (t.source/'go.sum').is_file()):
@@ -240,7 +251,7 @@ def _tool_row(t:GoTool, info:dict) -> tuple[str, bool, str]:
         deps = [f"{m} {v}" for m, v in info['deps'].items() if m.startswith('github.com/hyperledger/')]
         deps.append(f"{len(info['deps'])} deps pinned by go.sum")
         return t.name, True, f"{t.key} ({', '.join(deps)}{cgo}, {info['go']}) {where}"
-    mod = f"{t.module} {t.version}{cgo}, {info['go']}"
+    mod = f"{t.module} {t.version}{cgo}, {info['go']}" + (f"; patched at build time: tools/go/patches/{t.patch.name}" if t.patch else '')
     if t.stamp and info['stamp'] == t.stamp: return t.name, True, f"{t.stamp} ({mod}) {where}"
     if info['stamp'] == 'unstamped': return t.name, True, f"{t.version} ({mod}; Fabric's default Version 'latest': built without fabric-ldflags) {where}"
     if t.stamp: return t.name, True, f"{t.version} ({mod}; links no Fabric version string) {where}"
