@@ -77,7 +77,13 @@ def test_committed_claim_ratio_is_the_geometric_mean_over_sizes_per_repetition()
          (3, 0.9875): 8.860, (4, 0.9875): 5.392, (5, 0.9875): 4.315, (6, 0.9875): 3.810, (7, 0.9875): 3.521, (8, 0.9875): 3.335,
          (3, 0.99375): 12.590, (4, 0.99375): 6.895, (5, 0.99375): 5.261, (6, 0.99375): 4.526, (7, 0.99375): 4.115, (8, 0.99375): 3.855,
          (3, 0.996875): 17.847, (4, 0.996875): 8.768, (5, 0.996875): 6.364, (6, 0.996875): 5.326, (7, 0.996875): 4.760, (8, 0.996875): 4.408,
-         }[n, level]   # Student t, n - 1 df (the last two levels by Simpson's rule on the t density, 2026-11-29)
+         **{(n, lv): q for lv, qs in ((0.95, (2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131)),
+                                       (0.975, (2.752, 2.685, 2.634, 2.593, 2.560, 2.533, 2.510, 2.490)),
+                                       (0.9875, (3.206, 3.111, 3.038, 2.981, 2.934, 2.896, 2.864, 2.837)),
+                                       (0.99375, (3.677, 3.547, 3.448, 3.370, 3.308, 3.256, 3.214, 3.177)),
+                                       (0.996875, (4.169, 3.997, 3.867, 3.765, 3.684, 3.618, 3.562, 3.515)))
+            for n, q in zip(range(9, 17), qs)},   # n = 9-16: max_repetitions 16
+         }[n, level]   # Student t, n - 1 df (the 99.38 and 99.69 % levels and n > 8 by Simpson's rule on the t density, 2026-11-29)
     est, lo, hi = math.exp(m), math.exp(m - t * sd / math.sqrt(n)), math.exp(m + t * sd / math.sqrt(n))
     # on this testbed the same-host overlays are one path (veth → Linux bridge → veth): claim 1 is not measurable, naming both
     row = evaluate(cni_net.claims(), df).filter(pl.col('id') == '1').row(0, named=True)
