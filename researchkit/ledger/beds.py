@@ -16,7 +16,8 @@ from ..runtimes.container import node_limits
 from ..testbed.kube import check_images
 
 # %% auto #0
-__all__ = ['POD_CPU_NOTE', 'KINDS', 'PREFLIGHT', 'HostBed', 'PodBed', 'fabric_bed', 'fabric_runtimes', 'preflight']
+__all__ = ['POD_CPU_NOTE', 'POD_HOST_CPU_NOTE', 'KINDS', 'PREFLIGHT', 'HostBed', 'PodBed', 'fabric_bed', 'fabric_runtimes',
+           'preflight']
 
 # %% ../../nbs/29c_fabric_beds.ipynb #c005
 class HostBed:
@@ -65,6 +66,8 @@ class HostBed:
 # %% ../../nbs/29c_fabric_beds.ipynb #c009
 POD_CPU_NOTE = ("each pod's own cgroup as the runtime shows it inside (PodMonitor): under runsc gVisor's account of the sandboxed "
                 "processes, under Kata the guest's; the sentry, gofer and VMM are not in it")
+POD_HOST_CPU_NOTE = ("each pod's cgroup on the host (the cluster runs on this machine): its containers and pause process, under runsc "
+                     "the Sentry and gofer too, held to the pod's quota")
 
 class PodBed:
     "Fabric networks as pods of the runtime's RuntimeClass on the testbed's cluster, a network per runtime and set of limits."
@@ -81,7 +84,7 @@ class PodBed:
         "Ready for networks: the Fabric image (imported into a cluster on this machine, else the inventory's `images.fabric`) and the run's namespace; the cluster, image and placement in `tools`."
         self.image = self.kube.image('fabric', fabric_archive, tag=fabric_tag())   # (no reference and no local cluster: ConfigError before any pod)
         self.kube.ensure_namespace(self.td)   # the run's: the networks' pods come and go, the namespace stays
-        self.tools = {**self.kube.tools(), 'fabric image': self.image, 'pod placement': self.placement, 'fabric cpu': POD_CPU_NOTE,
+        self.tools = {**self.kube.tools(), 'fabric image': self.image, 'pod placement': self.placement, 'fabric cpu': POD_HOST_CPU_NOTE if self.kube.spec.get('local_containerd') else POD_CPU_NOTE,
                       'quota': "the pods' CPU limits, set when they start (a network per runtime and quotas); fabric_cpus as taskset in each pod"}
         print(f"Kubernetes {self.kube.check()['version']} at {self.kube.server}: Fabric image {self.image}; {self.placement}")
         return self
@@ -105,11 +108,18 @@ class PodBed:
         "A `PodNetwork` of `spec`: the Fabric pods on `fabric_node`, the client pod on `client_node`."
         return PodNetwork(spec, kube=self.kube, teardown=td, image=self.image, fabric_node=self.fabric_node, client_node=self.client_node)
 
-    def monitor(self, net, td:Teardown, *, interval:float, cpus=None) -> PodMonitor:
-        "A `PodMonitor` of the network's Fabric pods, labelled with their roles (`cpus`: not pinned, a pod samples itself)."
+    def monitor(self, net, td:Teardown, *, interval:float, cpus=None) -> Monitor|PodMonitor:
+        """The network's Fabric pods sampled, labelled with their roles: on a cluster on this machine a `Monitor` of the pods' host
+        cgroups (`PodNode.host_cgroup`: under runsc the Sentry and gofer too, as on the local testbed; pinned to `cpus`), else a
+        `PodMonitor` (each pod samples its own cgroup as the runtime shows it inside; `cpus` unused)."""
         inst = net.instances()
-        return PodMonitor({k: i.pod for k, i in inst.items()}, interval=interval, teardown=td,
-                          labels={k: {'role': net.nodes[k].role} for k in inst})
+        labels = {k: {'role': net.nodes[k].role} for k in inst}
+        dirs = {k: i.pod.host_cgroup() for k, i in inst.items()}
+        if all(dirs.values()):
+            m = Monitor(dirs, interval=interval, cpus=None if cpus is None else str(cpus), teardown=td, labels=labels, procs=False)
+            m.runtimes = {k: i.pod.runtime for k, i in inst.items()}   # a directory target names no runtime of its own
+            return m
+        return PodMonitor({k: i.pod for k, i in inst.items()}, interval=interval, teardown=td, labels=labels)
 
     def load_options(self) -> dict:
         "rk-load of the Fabric image, not in a cgroup of its own (a pod cannot make one: its CPU is rk-load's own getrusage)."

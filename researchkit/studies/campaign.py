@@ -208,7 +208,8 @@ def sweep(self:Campaign, experiment:str,            # experiment name (a key of 
     s = sweep(self.store, study=self.study.name, experiment=experiment, points=points,
               repetitions=repetitions or self.P['repetitions'], measure=timed, prov=self.live_provenance(tools),
               testbed=self.testbed.name, campaign=self.id, progress=self.progress, shuffle=shuffle, pair=pair)
-    self.summaries.append(s); print(s)
+    self.summaries.append(s)
+    if s.measured or s.not_measurable: print(s)   # a sweep of points recorded already (a later step's part, a resume) adds a line, not news
     # a method may sweep an experiment in parts (runtimes-web interleaves its curves with the closed loop): adaptive rounds
     # choose from every point swept so far, with the last part's callable
     known = self._swept.get(experiment, ([],))[0]
