@@ -302,6 +302,10 @@ def test_plan_reads_the_records_and_starts_nothing():
     for study in ('cni-net', 'runtimes-web', 'lsm-bpf', 'hlf-kata', 'hlf-ec'):   # every full profile validates and plans
         r = cli('plan', study, '--profile', 'full')
         assert r.returncode == 0 and 'profile full' in r.stdout and re.search(r'estimated wall time: ~\d+\.\d min', r.stdout), (study, r.stdout, r.stderr)
+        # the paper's scale pins Fabric to CPUs this host may not have: the plan says a run would be refused, naming the field
+        pinned = {'hlf-kata': ('fabric_cpus', 9), 'hlf-ec': ('peer_cpus', 8)}.get(study)   # (field, the CPUs it needs online)
+        refused = re.search(r'^a run here would be refused before anything starts: (\w+): ', r.stdout, re.M)
+        assert (refused.group(1) if refused else None) == (pinned[0] if pinned and len(os.sched_getaffinity(0)) < pinned[1] else None), (study, r.stdout)
     assert _tracked_changes() == before_git and not _cli.new_netns(before_ns, _cli.run_ids())
 
 

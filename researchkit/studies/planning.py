@@ -93,7 +93,9 @@ def plan_study(name:str, profile:str='quick', *, testbed:str='local', overrides:
     roots = [results_root] if results_root else [output_dirs(recorded_profile)[0], output_dirs(REPRODUCTION_PROFILE)[0]]   # this profile's records, and the committed quick ones
     costs = recorded_costs(study, roots, inv.name)
     where, nm = not_measurable_here(study, roots, inv.name, profile)
-    return {'study': study.name, 'profile': recorded_profile, 'testbed': inv.name, 'kind': inv.kind, 'points': planned_work(study, P),
+    try: study.preflight(P, inv); refused = None   # the study's own checks against this testbed, as `run` makes them (nothing starts)
+    except ConfigError as e: refused = f"{e.where}: {e.msg}"
+    return {'refused': refused, 'study': study.name, 'profile': recorded_profile, 'testbed': inv.name, 'kind': inv.kind, 'points': planned_work(study, P),
             'repetitions': P.get('repetitions'), 'max_repetitions': P.get('max_repetitions'), 'budget_min': P.get('budget_min'),
             'estimate': estimate_wall(study, P, profile, costs), 'not_measurable': nm, 'not_measurable_campaign': where, 'results': ', '.join(dict.fromkeys(map(str, roots)))}
 
@@ -102,6 +104,7 @@ def format_plan(p:dict) -> str:
     "A plan as a reader's text: points by experiment, repetitions and adaptive allowance, the estimated wall time and how it was found, what this testbed cannot measure."
     m = lambda s: f"{s / 60:.1f} min"
     out = [f"{p['study']}, profile {p['profile']}, testbed {p['testbed']} ({p['kind']}): nothing is started", '',
+           *([f"a run here would be refused before anything starts: {p['refused']}", ''] if p.get('refused') else []),
            f"points by experiment, each measured {p['repetitions']} time(s) before any adaptive round:"]
     out += [f"  {e:<14} {n:>5}" for e, n in p['points'].items()]
     out.append(f"adaptive rounds: the points an undecided claim reads, up to {p['max_repetitions']} repetitions while the campaign is under {p['budget_min']} min"
