@@ -24,15 +24,18 @@ def _others_can_start() -> bool:
 
 @pytest.mark.skipif(not os.environ.get('PYTEST_XDIST_WORKER'), reason="the turns exist only on `make test`'s workers")
 def test_an_alone_block_holds_the_host_for_the_block_only(alone, tmp_path, monkeypatch):
-    monkeypatch.setenv('RK_TEST_LOCK', str(tmp_path))
-    conftest._turns.give(); conftest._turns.take(fcntl.LOCK_SH)   # this test's plain turn, on its own lock
-    assert _others_can_start()                 # a plain test's turn is shared
-    with alone():
-        assert not _others_can_start()         # no other test starts while the block runs
-        other = subprocess.Popen([sys.executable, '-c', WORKER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-        time.sleep(1.0)
-        assert other.poll() is None            # ... a worker asking for its turn waits at the gate
-        left = time.time()
-    out, _ = other.communicate(timeout=30)
-    assert other.returncode == 0 and float(out) >= left   # and gets its turn once the block is over
-    assert _others_can_start()                 # and after it, the turn is shared again
+    # the suite's shared turn stays held meanwhile (a second open file of its lock), so no `exclusive` test starts beside this one
+    with open(pathlib.Path(os.environ['RK_TEST_LOCK'])/'turn', 'a') as suite:
+        fcntl.flock(suite, fcntl.LOCK_SH)
+        monkeypatch.setenv('RK_TEST_LOCK', str(tmp_path))
+        conftest._turns.give(); conftest._turns.take(fcntl.LOCK_SH)   # this test's plain turn, on its own lock
+        assert _others_can_start()                 # a plain test's turn is shared
+        with alone():
+            assert not _others_can_start()         # no other test starts while the block runs
+            other = subprocess.Popen([sys.executable, '-c', WORKER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+            time.sleep(1.0)
+            assert other.poll() is None            # ... a worker asking for its turn waits at the gate
+            left = time.time()
+        out, _ = other.communicate(timeout=30)
+        assert other.returncode == 0 and float(out) >= left   # and gets its turn once the block is over
+        assert _others_can_start()                 # and after it, the turn is shared again

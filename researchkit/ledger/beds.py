@@ -119,6 +119,9 @@ class PodBed:
             m = Monitor(dirs, interval=interval, cpus=None if cpus is None else str(cpus), teardown=td, labels=labels, procs=False)
             m.runtimes = {k: i.pod.runtime for k, i in inst.items()}   # a directory target names no runtime of its own
             return m
+        if self.kube.spec.get('local_containerd'):   # the provenance's note says host cgroups: say where this load differs
+            print(f"fabric bed: no host cgroup found for pod(s) {', '.join(i.pod.pod for k, i in inst.items() if not dirs[k])}: "
+                  f"their CPU is sampled inside the pods ({POD_CPU_NOTE})")
         return PodMonitor({k: i.pod for k, i in inst.items()}, interval=interval, teardown=td, labels=labels)
 
     def load_options(self) -> dict:
