@@ -13,11 +13,10 @@ from .pods import POD_BIN, PodNetwork, fabric_archive, fabric_tag
 from ..monitor import Monitor, PodMonitor
 from ..runtimes.adapters import get_runtime
 from ..runtimes.container import node_limits
-from ..testbed.kube import check_images
+from ..testbed.kube import POD_CPU_NOTE, check_images
 
 # %% auto #0
-__all__ = ['POD_CPU_NOTE', 'POD_HOST_CPU_NOTE', 'KINDS', 'PREFLIGHT', 'HostBed', 'PodBed', 'fabric_bed', 'fabric_runtimes',
-           'preflight']
+__all__ = ['KINDS', 'PREFLIGHT', 'HostBed', 'PodBed', 'fabric_bed', 'fabric_runtimes', 'preflight']
 
 # %% ../../nbs/29c_fabric_beds.ipynb #c005
 class HostBed:
@@ -64,11 +63,6 @@ class HostBed:
         "Nothing this bed lacks: the containers' block files and cgroups are on the hosts, where an agent beside them reads them."
 
 # %% ../../nbs/29c_fabric_beds.ipynb #c009
-POD_CPU_NOTE = ("each pod's own cgroup as the runtime shows it inside (PodMonitor): under runsc gVisor's account of the sandboxed "
-                "processes, under Kata the guest's; the sentry, gofer and VMM are not in it")
-POD_HOST_CPU_NOTE = ("each pod's cgroup on the host (the cluster runs on this machine): its containers and pause process, under runsc "
-                     "the Sentry and gofer too, held to the pod's quota")
-
 class PodBed:
     "Fabric networks as pods of the runtime's RuntimeClass on the testbed's cluster, a network per runtime and set of limits."
     live_limits = False   # a pod's CPU limit is fixed when it starts
@@ -84,7 +78,7 @@ class PodBed:
         "Ready for networks: the Fabric image (imported into a cluster on this machine, else the inventory's `images.fabric`) and the run's namespace; the cluster, image and placement in `tools`."
         self.image = self.kube.image('fabric', fabric_archive, tag=fabric_tag())   # (no reference and no local cluster: ConfigError before any pod)
         self.kube.ensure_namespace(self.td)   # the run's: the networks' pods come and go, the namespace stays
-        self.tools = {**self.kube.tools(), 'fabric image': self.image, 'pod placement': self.placement, 'fabric cpu': POD_HOST_CPU_NOTE if self.kube.spec.get('local_containerd') else POD_CPU_NOTE,
+        self.tools = {**self.kube.tools(), 'fabric image': self.image, 'pod placement': self.placement, 'fabric cpu': self.kube.pod_cpu(),
                       'quota': "the pods' CPU limits, set when they start (a network per runtime and quotas); fabric_cpus as taskset in each pod"}
         print(f"Kubernetes {self.kube.check()['version']} at {self.kube.server}: Fabric image {self.image}; {self.placement}")
         return self

@@ -13,8 +13,9 @@ from ..teardown import Teardown
 from .nodes import Node, Proc, Result, CommandTimeout
 
 # %% auto #0
-__all__ = ['RUNTIMES', 'KUBE_SCHEMA', 'NAD_API', 'NETWORKS', 'NETWORK_STATUS', 'cpu_cores', 'Kube', 'delete_namespace',
-           'delete_nad', 'check_images', 'delete_pod', 'PodProc', 'PodNode', 'kube_rows', 'main']
+__all__ = ['RUNTIMES', 'KUBE_SCHEMA', 'NAD_API', 'NETWORKS', 'NETWORK_STATUS', 'POD_CPU_NOTE', 'POD_HOST_CPU_NOTE', 'cpu_cores',
+           'Kube', 'delete_namespace', 'delete_nad', 'check_images', 'delete_pod', 'PodProc', 'PodNode', 'kube_rows',
+           'main']
 
 # %% ../../nbs/12b_kube.ipynb #c005
 RUNTIMES = ('runc', 'crun', 'runsc', 'kata')   # researchkit's runtime names a RuntimeClass can stand for
@@ -462,6 +463,16 @@ def _find_dir(top:pathlib.Path, match, depth:int=6) -> str|None:
                 nxt.append(e.path)
         level = nxt
     return None
+
+POD_CPU_NOTE = ("each pod's own cgroup as the runtime shows it inside: under runsc gVisor's account of the sandboxed processes, "
+                "under Kata the guest's; the sentry, gofer and VMM are not in it")
+POD_HOST_CPU_NOTE = ("each pod's cgroup on the host (the cluster runs on this machine): its containers and pause process, under runsc "
+                     "the Sentry and gofer too, held to the pod's quota")
+
+@patch
+def pod_cpu(self:Kube) -> str:
+    "How a pod's CPU is read on this cluster (`PodNode.cpu_seconds`, the Fabric bed's monitor), for a run's provenance: its host cgroup on a cluster on this machine (`local_containerd`), else the pod's own cgroup."
+    return POD_HOST_CPU_NOTE if self.spec.get('local_containerd') else POD_CPU_NOTE
 
 @patch
 def host_cgroup(self:PodNode) -> list[str]|None:

@@ -266,7 +266,8 @@ def _pods(testbed, teardown:Teardown, P:dict, configs:dict[str, dict]) -> PodWeb
     tools = {**kube.tools(), 'web image': image, **vegeta.tool_versions(client), **wrk_tool.tool_versions(client),
              'server configs': json.dumps(configs, sort_keys=True), 'pod placement': servers.placement,
              'apache MaxSpareServers': str(P.get('max_spare_servers')),
-             'server cpus': f"{P['server_cpus']} (taskset in the pod)" + (f", limit {P['cpu_quota']} cores" if P.get('cpu_quota') else '')}
+             'server cpus': f"{P['server_cpus']} (taskset in the pod)" + (f", limit {P['cpu_quota']} cores" if P.get('cpu_quota') else ''),
+             'server cpu': kube.pod_cpu()}   # how CPU per request is read: the pod's host cgroup on a cluster here, else its own
     v = dict(l.split('\t', 1) for l in client.run("dpkg-query -W apache2 libapache2-mod-php8.2", check=False, timeout=30).stdout.splitlines() if '\t' in l)
     tools.update({'apache2': v.get('apache2', '?'), 'php': v.get('libapache2-mod-php8.2', '?')})   # the image's (the client pod runs it too)
     servers.tools = tools
