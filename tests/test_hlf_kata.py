@@ -95,20 +95,25 @@ def test_smoke_run_interrupted_then_resumed_runs_end_to_end(tmp_path, background
     assert set(sec['runtime']) == {'runsc'} and set(sec['stands_in_for']) == {'kata'}
     # both capacities were calibrated at the largest budget, the stand-in's network first (its capacity sets every rate);
     # the offered rate is the profile's fraction of the secure runtime's capacity, and both runtimes committed load at every budget
+    # (the stand-in's in `calibration.loads` loads, its capacity their median; native's, only reported, in one)
     cal = df.filter((pl.col('experiment') == 'calibration') & (pl.col('metric') == 'capacity')).sort('timestamp')
-    assert cal['runtime'].to_list() == ['runsc', 'runc'] and cal['role'].to_list() == ['secure', 'native'], cal
+    loads = load_params('hlf-kata', 'smoke')['calibration']['loads']
+    assert loads == 2 and cal['runtime'].to_list() == ['runsc'] * loads + ['runc'], cal
+    assert cal['role'].to_list() == ['secure'] * loads + ['native'] and cal['repetition'].to_list() == [*range(loads), 0], cal
     ups = df.filter(pl.col('experiment') == 'network').sort('timestamp')['runtime'].unique(maintain_order=True).to_list()
     assert ups == ['runsc', 'runc'], ups
-    cap = val('calibration', 'capacity', role='secure')[0]
-    # before the sweep the rate was loaded on the stand-in at the largest budget, stepped down while not carried: the points offer
-    # the first rate carried (or the last checked); native's calibration (for the report) has no check
+    cap = val('calibration', 'capacity', role='secure').median()
+    # before the sweep (after the last calibration load) the rate was loaded on the stand-in at the largest budget, stepped down
+    # while not carried: the points offer the first rate carried (or the last checked); native's calibration has no check
     checks = df.filter((pl.col('experiment') == 'rate_check') & (pl.col('metric') == 'carried')).sort('step')
     n = checks.height
     assert 1 <= n <= hk.RATE_CHECKS and set(checks['runtime']) == {'runsc'} and checks['step'].to_list() == list(range(n)), checks
     assert checks['value'][:-1].to_list() == [0.0] * (n - 1) and (checks['value'][-1] == 1.0 or n == hk.RATE_CHECKS), checks
     assert (abs(checks['rate'] - pl.Series([round(frac * cap * hk.RATE_STEP ** k * hk.HEADROOM, 3) for k in range(n)])) < 1e-6).all(), checks
-    scale = val('calibration', 'rate_scale', role='secure')[0]
-    assert scale == pytest.approx(hk.RATE_STEP ** (n - 1)) and val('calibration', 'rate_scale', role='native').is_empty()
+    scale = val('calibration', 'rate_scale', role='secure')
+    assert scale.len() == 1 and scale[0] == pytest.approx(hk.RATE_STEP ** (n - 1)) and val('calibration', 'rate_scale', role='native').is_empty()
+    scale = scale[0]
+    assert checks['repetition'].unique().to_list() == [loads - 1], checks   # the check follows the last load
     assert cap > 1 and (abs(val('budget', 'offered_rate') - frac * cap * scale) < 1e-6).all()
     for rt in ('runc', 'runsc'):
         assert (val('budget', 'throughput', runtime=rt) > 0).all() and (val('budget', 'fabric_cpu_cores', runtime=rt) > 0).all(), rt
