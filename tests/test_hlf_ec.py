@@ -2,7 +2,7 @@
 own containers (rk-ec agents under the peer's CPU quota), a fixed transaction count per point, the measured peer's CPU and
 execution time, rebuilds checked by sha256, through the CLI; bad input rejected before anything starts; Ctrl-C mid-sweep leaves
 nothing behind and keeps what was recorded."""
-import time, signal, subprocess
+import time, signal, subprocess, pathlib
 import polars as pl
 import pytest
 from researchkit.studies import hlf_ec as he
@@ -111,3 +111,23 @@ def test_ctrl_c_tears_everything_down_and_keeps_the_records(tmp_path, background
     # no agent of this run survived its container (its binary is in the run's Fabric directory, {FABRIC_ROOT}/<rid>-NNNN/...)
     assert not subprocess.run(['pgrep', '-f', f'/{rid}-[0-9a-f]+/.*/rk-ec agent'], capture_output=True).stdout.strip()
     assert df.filter(pl.col('metric') == 'exec_s').height >= kept   # nothing recorded was lost
+
+def test_the_peers_own_cpu_is_read_on_both_points_of_a_round():
+    """Claim 2's direct cost divides by the peer's own CPU for the point's work, read twice per round on the committed records: the
+    EC-off point's cgroup, and the EC-on point's less the agent's encodes; their mean lies between the two, and a round whose EC-on
+    point is missing falls back to the EC-off reading alone."""
+    store = ResultStore(pathlib.Path(__file__).parent.parent/'results')
+    cid = store.campaigns('hlf-ec').filter(pl.col('profile') == 'quick')['campaign'][-1]
+    df = store.campaign_records('hlf-ec', cid)
+    code, b = he.main_code(df), he._budgets(df, 'light')[0]
+    for w in ('light', 'heavy'):
+        off = he._vals(df, 'peer_cpu_s', workload=w, budget=b, ec=he.OFF)
+        on, enc = he._vals(df, 'peer_cpu_s', workload=w, budget=b, ec=code), he._vals(df, 'ec_cpu_s', workload=w, budget=b, ec=code)
+        own = he.peer_own_cpu(df, w, b, code)
+        assert set(own) == set(off) and len(own) >= 3, (cid, w, own)
+        for k, v in own.items():
+            lo, hi = sorted((off[k], on[k] - enc[k]))
+            assert lo <= v <= hi and lo < hi and enc[k] > 0, (cid, w, k, off[k], on[k], enc[k], v)
+        first = next(iter(own))
+        gone = df.filter(~((pl.col('ec') == code) & (pl.col('workload') == w) & (pl.col('repetition') == first[2])))
+        assert he.peer_own_cpu(gone, w, b, code)[first] == off[first]

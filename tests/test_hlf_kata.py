@@ -1,7 +1,7 @@
 """researchkit.studies.hlf_kata end to end: real Fabric networks under runc and runsc (standing in for Kata, which needs KVM), real
 rk-load load, live CPU quotas and the monitor, through the CLI; bad input rejected before anything starts; Ctrl-C mid-sweep
 loses only the point in flight and a rerun resumes the campaign."""
-import time, signal
+import time, signal, pathlib
 import polars as pl
 import pytest
 from researchkit.studies import hlf_kata as hk
@@ -194,3 +194,19 @@ def test_claim_4_decides_on_latency_where_both_pairs_carry_the_offered_rate():
     row = evaluate(hk.claims(), df).filter(pl.col('id') == '4').row(0, named=True)
     assert row['status'] != 'refuted' and 'mean latency (4, 1) / (1, 4)' in row['measured'], row
     assert 'beside it, not deciding (at a load both pairs carry, TPS is the offered rate): TPS (4, 1) / (1, 4)' in row['measured'], row
+
+def test_a_point_that_carried_its_load_has_the_rate_it_committed_as_its_tps():
+    """On the latest committed quick campaign: a Fig. 3 or Fig. 4 point whose load was carried (nothing shed, >= 97 % of its window
+    committed, no backlog building) has send rate x committed share as its TPS; one that was not has its whole load's block rate.
+    Both kinds occur there (0.25 core overloads both runtimes, 1 core carries both)."""
+    store = ResultStore(pathlib.Path(__file__).parent.parent/'results')
+    cid = store.campaigns('hlf-kata').filter(pl.col('profile') == 'quick')['campaign'][-1]
+    df = hk.with_tps(store.campaign_records('hlf-kata', cid))
+    pts = df.filter(pl.col('experiment').is_in(['budget', 'vcpu']))
+    w = pts.pivot(on='metric', index=['point_key', 'repetition'], values='value', aggregate_function='first')
+    kinds = set()
+    for r in w.iter_rows(named=True):
+        m = {k: (v,) for k, v in r.items() if v is not None}
+        if hk.carried(m): assert r['tps'] == pytest.approx(r['send_rate'] * r['ok'] / r['sent']), r; kinds.add('carried')
+        elif r.get('tps_load_blocks') is not None: assert r['tps'] == r['tps_load_blocks'], r; kinds.add('blocks')
+    assert kinds == {'carried', 'blocks'}, (cid, kinds)
