@@ -309,6 +309,40 @@ def test_plan_reads_the_records_and_starts_nothing():
     assert _tracked_changes() == before_git and not _cli.new_netns(before_ns, _cli.run_ids())
 
 
+def _costed_campaign(store, campaign, wall_s, reps, P=None):
+    "A complete cni-net quick campaign on testbed local of `reps` repetitions of two 1-s throughput points, `wall_s` of measuring, and (`P`) the parameters its run recorded."
+    from researchkit.results.records import records, campaign_complete, CAMPAIGN
+    prov = {'run_id': campaign, 'campaign': campaign, 'profile': 'quick', 'testbed': 'local', 'package_version': '0', 'git_commit': 'x',
+            'hostname': 'h', 'kernel': 'k', 'cores': 2, 'cpu_model': 'c', 'loadavg': 0.0, 'tool_versions': '{}'}
+    rows = [r for rep in range(reps) for dp in ('flannel-vxlan', 'ovs-vxlan')
+            for r in records('cni-net', 'throughput', dict(scenario='BMP2BMP', placement='same-host', datapath=dp, proto='tcp', msg_bytes=1024, seconds=1),
+                             rep, {'throughput_mbit': (1000.0, 'Mbit/s')}, prov)]
+    extra = {} if P is None else {'params': (float(len(P)), '')}
+    for r in records('cni-net', CAMPAIGN, {'run': campaign}, 0, {'wall_s': (wall_s, 's'), **extra}, prov):
+        rows.append({**r, 'note': json.dumps(P, sort_keys=True)} if r['metric'] == 'params' else r)
+    store.append(rows); store.append(campaign_complete('cni-net', prov))
+
+def test_plan_estimates_from_campaigns_run_with_the_same_parameters(tmp_path):
+    """`plan`'s wall time: the median of the recorded campaigns that ran with exactly the parameters asked for; otherwise the latest
+    campaign of the profile scaled by what it measured (its records, not today's profile file). Campaigns recorded before runs kept
+    their parameters never count as run with them."""
+    from researchkit.studies.catalog import get_study
+    from researchkit.studies.campaign import resolve_params
+    from researchkit.studies.planning import planned_load
+    P, _ = resolve_params(get_study('cni-net'), 'quick', None)
+    st = ResultStore(tmp_path)
+    _costed_campaign(st, 'rkOLD1', 100.0, 3)             # parameters not recorded
+    _costed_campaign(st, 'rkSAME', 300.0, 3, P)          # the quick profile as it is now
+    _costed_campaign(st, 'rkLAST', 200.0, 4, {**P, 'repetitions': 4})   # the latest, with other parameters
+    r = cli('plan', 'cni-net', '--results', str(tmp_path))
+    assert r.returncode == 0 and 'estimated wall time: 5.0 min (median of 1 recorded quick campaign(s) on this testbed with these parameters' in r.stdout, r.stdout
+    r = cli('plan', 'cni-net', '--results', str(tmp_path), '--param', 'repetitions=6')
+    n, load = planned_load(get_study('cni-net'), {**P, 'repetitions': 6})
+    per = (200.0 - 8 * 1.0) / 8   # rkLAST: 8 point-repetitions of 1 s each
+    want = f"estimated wall time: ~{(per * n + load) / 60:.1f} min ({n} point-repetitions × {per:.1f} s each besides their load, as campaign rkLAST (quick, 3.3 min for 8; its parameters differ)"
+    assert r.returncode == 0 and want in r.stdout, (want, r.stdout)
+
+
 @pytest.mark.parametrize('profile', ['smoke', 'quick', 'full'])
 def test_the_kernel_trusts_exactly_the_parameters_the_cli_resolved(profile):
     "Resolved once per run: what `researchkit run` validates reaches the kernel through papermill (YAML, then Python literals) and its token still matches, so the kernel neither validates nor preflights again; one changed value and the token no longer matches."

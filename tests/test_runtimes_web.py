@@ -135,6 +135,11 @@ def test_interrupted_run_tears_down_its_containers(tmp_path, background):
     # a custom run (its runtimes in another order than the smoke profile's) keeps what it changed, even when interrupted
     c = _records(tmp_path).filter(pl.col('metric') == 'custom_fields')
     assert c.height == 1 and json.loads(c['note'][0]) == {'runtimes': ['runsc', 'runc']}, c
+    # and every parameter it ran with, swept or not (the profile's, the override, the defaults), for `plan` and `export`
+    prm = _records(tmp_path).filter(pl.col('metric') == 'params')
+    P = json.loads(prm['note'][0]) if prm.height == 1 else {}
+    assert P.get('runtimes') == ['runsc', 'runc'] and P.get('repetitions') == load_params('runtimes-web', 'smoke')['repetitions'], prm
+    assert {'endpoints', 'duration', 'server_cpus'} <= set(P) and prm['value'][0] == len(P), P
 
 COMMITTED = ROOT/'results'
 

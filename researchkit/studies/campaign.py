@@ -23,8 +23,8 @@ from ..testbed.capabilities import probe
 from IPython.display import display, Image, SVG, Markdown
 
 # %% auto #0
-__all__ = ['RESOLVED_ENV', 'resolve_params', 'custom_fields', 'recorded_custom', 'output_dirs', 'resolved_token', 'trusted',
-           'Campaign']
+__all__ = ['RESOLVED_ENV', 'resolve_params', 'custom_fields', 'recorded_params', 'recorded_custom', 'output_dirs',
+           'resolved_token', 'trusted', 'Campaign']
 
 # %% ../../nbs/59_campaign.ipynb #c005
 def _required(schema:dict) -> list[str]:
@@ -48,6 +48,11 @@ def custom_fields(study:Study, profile:str, P:dict) -> dict:
     try: base = load_params(study.name, profile)
     except ConfigError: return dict(P)   # no such profile file: a custom run
     return {k: v for k, v in P.items() if base.get(k) != v}
+
+def recorded_params(df:pl.DataFrame) -> dict|None:
+    "Every parameter the latest run of a campaign (its records `df`) measured with, as resolved (profile, overrides, defaults): its `params` row; None for a campaign recorded before runs kept them (2026-11-29)."
+    rows = df.filter((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == 'params')) if df.height and 'metric' in df.columns else df.clear()
+    return json.loads(rows.sort('timestamp')['note'][-1]) if rows.height else None
 
 def recorded_custom(df:pl.DataFrame) -> dict:
     "What the runs of a campaign (its records `df`) set otherwise than their profile: their `custom_fields` rows, later runs over earlier ones; {} for a run of the profile as it is."
@@ -284,11 +289,13 @@ def measure(self:Campaign) -> list[SweepSummary]:
 
 @patch
 def _run_rows(self:Campaign, wall:float, setup:float) -> list[dict]:
-    "This process's rows of the campaign: its measuring wall time and setup, and (a custom run) the parameters it set otherwise than its profile, as JSON in the note."
+    "This process's rows of the campaign: its measuring wall time and setup, every parameter it ran with (swept or not, as resolved: `recorded_params` reads them back), and (a custom run) the parameters it set otherwise than its profile; parameters as JSON in the note."
     extra = {'custom_fields': (float(len(self.custom)), 'parameters set otherwise than the profile file (their values: the note)')} if self.custom else {}
+    extra['params'] = (float(len(self.P)), 'parameters of this run, as resolved from its profile, overrides and defaults (their values: the note)')
     rows = records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (wall, 's'), 'setup_s': (setup, 's'), **extra}, self.provenance())
+    notes = {'custom_fields': self.custom, 'params': self.P}
     for r in rows:
-        if r['metric'] == 'custom_fields': r['note'] = json.dumps(self.custom, sort_keys=True, default=str)
+        if r['metric'] in notes: r['note'] = json.dumps(notes[r['metric']], sort_keys=True, default=str)
     return rows
 
 # %% ../../nbs/59_campaign.ipynb #c008dr

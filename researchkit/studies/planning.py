@@ -10,15 +10,16 @@ import json, statistics
 import polars as pl
 from ..core import ConfigError
 from ..claims import evaluate
+from ..results.records import CAMPAIGN
 from ..results.store import ResultStore
-from .campaign import custom_fields, output_dirs, recorded_custom, resolve_params
+from .campaign import custom_fields, output_dirs, recorded_custom, recorded_params, resolve_params
 from .catalog import get_study, load_params
 from .contract import REPRODUCTION_PROFILE, check_testbed_kind
 from ..testbed.inventory import load_inventory
 
 # %% auto #0
-__all__ = ['LENGTH_KEYS', 'planned_work', 'planned_load', 'recorded_costs', 'estimate_wall', 'not_measurable_here', 'plan_study',
-           'format_plan']
+__all__ = ['LENGTH_KEYS', 'planned_work', 'planned_load', 'measured_load', 'recorded_costs', 'estimate_wall',
+           'not_measurable_here', 'plan_study', 'format_plan']
 
 # %% ../../nbs/59c_planning.ipynb #c005
 def planned_work(study, P:dict) -> dict[str, int]:
@@ -27,11 +28,21 @@ def planned_work(study, P:dict) -> dict[str, int]:
 
 LENGTH_KEYS = ('seconds', 'duration', 'warmup_s')   # a point's own load length (s), where its parameters say it
 
+def _length(p:dict) -> float:
+    return sum(float(v) for k, v in p.items() if k in LENGTH_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool))
+
 def planned_load(study, P:dict) -> tuple[int, float]:
     "(point-repetitions, seconds of load they hold): every point of the plan × `repetitions` (the upper side: a study may measure some points fewer times), and the sum of their `LENGTH_KEYS`."
     reps = int(P.get('repetitions') or 1)
     pts = [p for ps in study.plan(P).values() for p in ps]
-    return len(pts) * reps, reps * sum(float(v) for p in pts for k, v in p.items() if k in LENGTH_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool))
+    return len(pts) * reps, reps * sum(_length(p) for p in pts)
+
+def measured_load(df:pl.DataFrame) -> tuple[int, float]:
+    "(point-repetitions, seconds of load they held) that a campaign's records `df` (points expanded) measured: every point and repetition with a measured value, adaptive rounds included, not-measurable rows and the campaign's own rows left out."
+    m = df.filter(pl.col('value').is_not_null() & ~pl.col('experiment').is_in([CAMPAIGN, 'adaptive']) & (pl.col('metric') != 'not_measurable'))
+    m = m.unique(['experiment', 'point_key', 'repetition'])
+    keys = [k for k in LENGTH_KEYS if k in m.columns and m.schema[k].is_numeric()]
+    return m.height, float(m.select(pl.sum_horizontal(*[pl.col(k).fill_null(0) for k in keys]).sum()).item()) if keys and m.height else 0.0
 
 # %% ../../nbs/59c_planning.ipynb #c008
 def _complete(study, roots, testbed:str):
@@ -45,33 +56,42 @@ def _complete(study, roots, testbed:str):
     return sorted(out, key=lambda x: x[1]['last'])
 
 def recorded_costs(study, roots, testbed:str) -> pl.DataFrame:
-    "One row per complete campaign of `study` on `testbed` in the record directories `roots`: campaign, profile, wall_s (the runs' wall time, summed over resumed runs), last (its end), custom (what it set otherwise than its profile)."
+    "One row per complete campaign of `study` on `testbed` in the record directories `roots`: campaign, profile, wall_s (the runs' wall time, summed over resumed runs), last (its end), custom (what it set otherwise than its profile), params (every parameter it ran with, JSON; None before runs recorded them), point_reps and load_s (what it measured: `measured_load`)."
     rows = []
     for st, c in _complete(study, roots, testbed):
-        df = st.campaign_records(study.name, c['campaign'], expand=False)
-        wall = df.filter((pl.col('experiment') == 'campaign') & (pl.col('metric') == 'wall_s'))['value'].sum()
-        if wall > 0: rows.append({'campaign': c['campaign'], 'profile': c['profile'], 'wall_s': float(wall), 'last': c['last'],
-                                  'custom': json.dumps(recorded_custom(df), sort_keys=True)})
-    return pl.DataFrame(rows, schema={'campaign': pl.Utf8, 'profile': pl.Utf8, 'wall_s': pl.Float64, 'last': pl.Datetime('us', 'UTC'), 'custom': pl.Utf8})
+        df = st.campaign_records(study.name, c['campaign'])
+        wall = df.filter((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == 'wall_s'))['value'].sum()
+        if wall <= 0: continue
+        P, (n, load) = recorded_params(df), measured_load(df)
+        rows.append({'campaign': c['campaign'], 'profile': c['profile'], 'wall_s': float(wall), 'last': c['last'],
+                     'custom': json.dumps(recorded_custom(df), sort_keys=True), 'params': None if P is None else json.dumps(P, sort_keys=True),
+                     'point_reps': n, 'load_s': load})
+    return pl.DataFrame(rows, schema={'campaign': pl.Utf8, 'profile': pl.Utf8, 'wall_s': pl.Float64, 'last': pl.Datetime('us', 'UTC'), 'custom': pl.Utf8,
+                                      'params': pl.Utf8, 'point_reps': pl.Int64, 'load_s': pl.Float64})
 
 # %% ../../nbs/59c_planning.ipynb #c011
 def estimate_wall(study, P:dict, profile:str, costs:pl.DataFrame) -> dict:
-    "The wall time to expect for `P`: the recorded campaigns of the same profile as run (median, range), else from the latest recorded campaign: what it spent per point-repetition besides its points' load, times the planned point-repetitions, plus the planned load (`planned_load`); {} when nothing is recorded."
+    """The wall time to expect for `P`: the recorded campaigns that ran with exactly these parameters (median, range); else from
+    the latest recorded campaign of this profile (else of any): what it spent per point-repetition it measured besides their
+    load (`measured_load`, from its records: the profile file may have changed since it ran), times the planned
+    point-repetitions, plus the planned load (`planned_load`); {} when nothing is recorded. Until 2026-11-29 every campaign of
+    the profile counted as run with it, and the reference's parameters were read from today's profile file: hlf-ec's plan
+    said 5.3 min after its quick profile went from four repetitions to five."""
     if costs.is_empty(): return {}
-    as_is = not custom_fields(study, profile, P)
-    same = costs.filter((pl.col('profile') == profile) & (pl.col('custom') == '{}')) if as_is else costs.clear()
+    mine = json.dumps(P, sort_keys=True, default=str)
+    same = costs.filter(pl.col('params') == mine)
     if same.height:
         w = same['wall_s'].to_list()
         return {'how': 'recorded', 'wall_s': statistics.median(w), 'low_s': min(w), 'high_s': max(w), 'n': len(w),
                 'campaigns': same['campaign'].to_list()}
-    ref = costs.sort('last').row(-1, named=True)
-    base = ref['profile'].split('+')[0]
-    try: P_ref = load_params(study.name, base, overrides=json.loads(ref['custom']) or None)
-    except ConfigError: return {}
-    (n1, l1), (n0, l0) = planned_load(study, P), planned_load(study, P_ref)
-    per = max(0.0, ref['wall_s'] - l0) / max(1, n0)   # s per point-repetition besides its load: set-up, the harness, start and drain
+    pool = costs.filter(pl.col('profile') == profile)
+    ref = (pool if pool.height else costs).sort('last').row(-1, named=True)
+    if not ref['point_reps']: return {}
+    n1, l1 = planned_load(study, P)
+    per = max(0.0, ref['wall_s'] - ref['load_s']) / ref['point_reps']   # s per point-repetition besides its load: set-up, the harness, start and drain
     return {'how': 'scaled', 'wall_s': per * n1 + l1, 'per_point_s': per, 'point_reps': n1, 'load_s': l1, 'campaigns': [ref['campaign']],
-            'ref_profile': ref['profile'], 'ref_wall_s': ref['wall_s']}
+            'ref_profile': ref['profile'], 'ref_wall_s': ref['wall_s'], 'ref_point_reps': ref['point_reps'],
+            'ref_params': 'recorded' if ref['params'] is not None else 'not recorded'}
 
 # %% ../../nbs/59c_planning.ipynb #c014
 def not_measurable_here(study, roots, testbed:str, profile:str) -> tuple[str|None, list[tuple[str, str]]]:
@@ -112,11 +132,12 @@ def format_plan(p:dict) -> str:
     e = p['estimate']
     if not e: out.append(f"estimated wall time: unknown (no complete campaign of this study on testbed {p['testbed']} in {p['results']})")
     elif e['how'] == 'recorded':
-        out.append(f"estimated wall time: {m(e['wall_s'])} (median of {e['n']} recorded {p['profile']} campaign(s) on this testbed: {m(e['low_s'])}–{m(e['high_s'])})")
+        out.append(f"estimated wall time: {m(e['wall_s'])} (median of {e['n']} recorded {p['profile']} campaign(s) on this testbed with these parameters: {m(e['low_s'])}–{m(e['high_s'])})")
     else:
         out.append(f"estimated wall time: ~{m(e['wall_s'])} ({e['point_reps']} point-repetitions × {e['per_point_s']:.1f} s each besides their load, "
-                   f"as campaign {e['campaigns'][0]} ({e['ref_profile']}, {m(e['ref_wall_s'])}) spent, + {m(e['load_s'])} of load; the upper side "
-                   f"where a study measures some points fewer times; rough)")
+                   f"as campaign {e['campaigns'][0]} ({e['ref_profile']}, {m(e['ref_wall_s'])} for {e['ref_point_reps']}; its parameters "
+                   f"{'differ' if e['ref_params'] == 'recorded' else 'were not recorded'}) spent, + {m(e['load_s'])} of load; "
+                   f"the upper side where a study measures some points fewer times; rough)")
     if p['budget_min'] and p['max_repetitions'] and e:
         out.append(f"  adaptive rounds may run until about {p['budget_min']} min" if e['wall_s'] < p['budget_min'] * 60 else
                    f"  no room for adaptive rounds: the base plan alone is over budget_min ({p['budget_min']} min)")
