@@ -343,6 +343,7 @@ def _spawn(self:KubeCluster, name:str, argv:list[str]):
 
 @patch
 def _wait(self:KubeCluster, what:str, ok, timeout:float):
+    "Wait until `ok()` (a process of the cluster exiting, or `timeout`, raises `NotMeasurable` with its log's tail); then a line says how long the start-up has taken so far."
     deadline = time.monotonic() + timeout
     while not ok():
         dead = [n for n, p in self.procs.items() if not p.alive()]
@@ -350,9 +351,11 @@ def _wait(self:KubeCluster, what:str, ok, timeout:float):
             logs = '\n'.join(f"--- {n}: {self.procs[n].output()[-800:]}" for n in (dead or list(self.procs)[-1:]))
             raise NotMeasurable('kubernetes', f"{what} not ready within {timeout:.0f} s{' (' + ', '.join(dead) + ' exited)' if dead else ''}:\n{logs}")
         time.sleep(0.3)
+    print(f"kubernetes {self.run_id}: {what} ready, {time.monotonic() - self._t_start:.1f} s into the start", flush=True)
 
 @patch
 def _start(self:KubeCluster) -> 'KubeCluster':
+    self._t_start = time.monotonic()
     self.before = self.footprint()
     if self._td is None: self._td = Teardown()
     self._td.add(f"kubernetes cluster {self.run_id}", self._teardown, undo=self.undo)
