@@ -37,9 +37,10 @@ def planned_load(study, P:dict) -> tuple[int, float]:
     pts = [p for ps in study.plan(P).values() for p in ps]
     return len(pts) * reps, reps * sum(_length(p) for p in pts)
 
-def measured_load(df:pl.DataFrame) -> tuple[int, float]:
-    "(point-repetitions, seconds of load they held) that a campaign's records `df` (points expanded) measured: every point and repetition with a measured value, adaptive rounds included, not-measurable rows and the campaign's own rows left out."
+def measured_load(df:pl.DataFrame, experiments=None) -> tuple[int, float]:
+    "(point-repetitions, seconds of load they held) that a campaign's records `df` (points expanded) measured: every point and repetition of `experiments` (None: every experiment; a plan's, to compare with `planned_load`) with a measured value, adaptive rounds included, not-measurable rows and the campaign's own rows left out."
     m = df.filter(pl.col('value').is_not_null() & ~pl.col('experiment').is_in([CAMPAIGN, 'adaptive']) & (pl.col('metric') != 'not_measurable'))
+    if experiments is not None: m = m.filter(pl.col('experiment').is_in(list(experiments)))
     m = m.unique(['experiment', 'point_key', 'repetition'])
     keys = [k for k in LENGTH_KEYS if k in m.columns and m.schema[k].is_numeric()]
     return m.height, float(m.select(pl.sum_horizontal(*[pl.col(k).fill_null(0) for k in keys]).sum()).item()) if keys and m.height else 0.0
@@ -55,14 +56,14 @@ def _complete(study, roots, testbed:str):
         out += [(st, c) for c in cs.iter_rows(named=True)]
     return sorted(out, key=lambda x: x[1]['last'])
 
-def recorded_costs(study, roots, testbed:str) -> pl.DataFrame:
-    "One row per complete campaign of `study` on `testbed` in the record directories `roots`: campaign, profile, wall_s (the runs' wall time, summed over resumed runs), last (its end), custom (what it set otherwise than its profile), params (every parameter it ran with, JSON; None before runs recorded them), point_reps and load_s (what it measured: `measured_load`)."
+def recorded_costs(study, roots, testbed:str, experiments=None) -> pl.DataFrame:
+    "One row per complete campaign of `study` on `testbed` in the record directories `roots`: campaign, profile, wall_s (the runs' wall time, summed over resumed runs), last (its end), custom (what it set otherwise than its profile), params (every parameter it ran with, JSON; None before runs recorded them), point_reps and load_s (what it measured of `experiments`: `measured_load`)."
     rows = []
     for st, c in _complete(study, roots, testbed):
         df = st.campaign_records(study.name, c['campaign'])
         wall = df.filter((pl.col('experiment') == CAMPAIGN) & (pl.col('metric') == 'wall_s'))['value'].sum()
         if wall <= 0: continue
-        P, (n, load) = recorded_params(df), measured_load(df)
+        P, (n, load) = recorded_params(df), measured_load(df, experiments)
         rows.append({'campaign': c['campaign'], 'profile': c['profile'], 'wall_s': float(wall), 'last': c['last'],
                      'custom': json.dumps(recorded_custom(df), sort_keys=True), 'params': None if P is None else json.dumps(P, sort_keys=True),
                      'point_reps': n, 'load_s': load})
@@ -111,7 +112,7 @@ def plan_study(name:str, profile:str='quick', *, testbed:str='local', overrides:
     check_testbed_kind(study, inv)   # what a run refuses, before its parameters
     P, recorded_profile = resolve_params(study, profile, overrides)
     roots = [results_root] if results_root else [output_dirs(recorded_profile)[0], output_dirs(REPRODUCTION_PROFILE)[0]]   # this profile's records, and the committed quick ones
-    costs = recorded_costs(study, roots, inv.name)
+    costs = recorded_costs(study, roots, inv.name, experiments=list(study.plan(P)))
     where, nm = not_measurable_here(study, roots, inv.name, profile)
     try: study.preflight(P, inv); refused = None   # the study's own checks against this testbed, as `run` makes them (nothing starts)
     except ConfigError as e: refused = f"{e.where}: {e.msg}"
