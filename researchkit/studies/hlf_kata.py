@@ -582,10 +582,10 @@ def carried_tps(df:pl.DataFrame, keys:list[str]) -> pl.DataFrame:
     x = df.filter(pl.col('metric').is_in(need) & pl.col('experiment').is_in(['budget', 'vcpu']) & pl.col('value').is_not_null())
     if x.is_empty(): return x
     w = x.pivot(on='metric', index=keys, values='value', aggregate_function='first')
-    if any(m not in w.columns for m in need): return x.clear()
-    ok = ((pl.col('shed') == 0) & (pl.col('sent') > 0) & (pl.col('ok') >= CARRIED * pl.col('sent'))
-          & pl.col('backlog_growth_s').is_not_null() & (pl.col('backlog_growth_s') <= BACKLOG_S))
-    c = w.filter(ok).select(*keys, _v=pl.col('send_rate') * pl.col('ok') / pl.col('sent'))
+    if 'send_rate' not in w.columns: return x.clear()
+    rows = [r for r in w.iter_rows(named=True) if r['send_rate'] is not None and carried({k: (v,) for k, v in r.items() if v is not None})]
+    c = pl.DataFrame([{**{k: r[k] for k in keys}, '_v': r['send_rate'] * r['ok'] / r['sent']} for r in rows],
+                     schema={**{k: w.schema[k] for k in keys}, '_v': pl.Float64})
     return (x.filter(pl.col('metric') == 'send_rate').join(c, on=keys)
              .with_columns(value=pl.col('_v'), metric=pl.lit('tps_carried'), unit=pl.lit('tx/s')).drop('_v'))
 
