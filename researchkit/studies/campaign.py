@@ -23,7 +23,7 @@ from ..testbed.capabilities import probe
 from IPython.display import display, Image, SVG, Markdown
 
 # %% auto #0
-__all__ = ['RESOLVED_ENV', 'resolve_params', 'custom_fields', 'recorded_params', 'recorded_custom', 'output_dirs',
+__all__ = ['RESOLVED_ENV', 'resolve_params', 'custom_fields', 'params_json', 'recorded_params', 'recorded_custom', 'output_dirs',
            'resolved_token', 'trusted', 'Campaign']
 
 # %% ../../nbs/59_campaign.ipynb #c005
@@ -48,6 +48,10 @@ def custom_fields(study:Study, profile:str, P:dict) -> dict:
     try: base = load_params(study.name, profile)
     except ConfigError: return dict(P)   # no such profile file: a custom run
     return {k: v for k, v in P.items() if base.get(k) != v}
+
+def params_json(P:dict) -> str:
+    "The canonical JSON of a run's parameters: how a run records them (`params` row) and how `plan` tells whether a campaign ran with exactly these."
+    return json.dumps(P, sort_keys=True, default=str)
 
 def recorded_params(df:pl.DataFrame) -> dict|None:
     "Every parameter the latest run of a campaign (its records `df`) measured with, as resolved (profile, overrides, defaults): its `params` row; None for a campaign recorded before runs kept them (2026-11-29)."
@@ -293,9 +297,9 @@ def _run_rows(self:Campaign, wall:float, setup:float) -> list[dict]:
     extra = {'custom_fields': (float(len(self.custom)), 'parameters set otherwise than the profile file (their values: the note)')} if self.custom else {}
     extra['params'] = (float(len(self.P)), 'parameters of this run, as resolved from its profile, overrides and defaults (their values: the note)')
     rows = records(self.study.name, CAMPAIGN, {'run': self.run_id}, 0, {'wall_s': (wall, 's'), 'setup_s': (setup, 's'), **extra}, self.provenance())
-    notes = {'custom_fields': self.custom, 'params': self.P}
+    notes = {'custom_fields': params_json(self.custom), 'params': params_json(self.P)}
     for r in rows:
-        if r['metric'] in notes: r['note'] = json.dumps(notes[r['metric']], sort_keys=True, default=str)
+        if r['metric'] in notes: r['note'] = notes[r['metric']]
     return rows
 
 # %% ../../nbs/59_campaign.ipynb #c008dr

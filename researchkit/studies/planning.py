@@ -12,8 +12,8 @@ from ..core import ConfigError
 from ..claims import evaluate
 from ..results.records import CAMPAIGN
 from ..results.store import ResultStore
-from .campaign import custom_fields, output_dirs, recorded_custom, recorded_params, resolve_params
-from .catalog import get_study, load_params
+from .campaign import output_dirs, params_json, recorded_custom, recorded_params, resolve_params
+from .catalog import get_study
 from .contract import REPRODUCTION_PROFILE, check_testbed_kind
 from ..testbed.inventory import load_inventory
 
@@ -65,7 +65,7 @@ def recorded_costs(study, roots, testbed:str, experiments=None) -> pl.DataFrame:
         if wall <= 0: continue
         P, (n, load) = recorded_params(df), measured_load(df, experiments)
         rows.append({'campaign': c['campaign'], 'profile': c['profile'], 'wall_s': float(wall), 'last': c['last'],
-                     'custom': json.dumps(recorded_custom(df), sort_keys=True), 'params': None if P is None else json.dumps(P, sort_keys=True),
+                     'custom': json.dumps(recorded_custom(df), sort_keys=True), 'params': None if P is None else params_json(P),
                      'point_reps': n, 'load_s': load})
     return pl.DataFrame(rows, schema={'campaign': pl.Utf8, 'profile': pl.Utf8, 'wall_s': pl.Float64, 'last': pl.Datetime('us', 'UTC'), 'custom': pl.Utf8,
                                       'params': pl.Utf8, 'point_reps': pl.Int64, 'load_s': pl.Float64})
@@ -79,8 +79,7 @@ def estimate_wall(study, P:dict, profile:str, costs:pl.DataFrame) -> dict:
     the profile counted as run with it, and the reference's parameters were read from today's profile file: hlf-ec's plan
     said 5.3 min after its quick profile went from four repetitions to five."""
     if costs.is_empty(): return {}
-    mine = json.dumps(P, sort_keys=True, default=str)
-    same = costs.filter(pl.col('params') == mine)
+    same = costs.filter(pl.col('params') == params_json(P))
     if same.height:
         w = same['wall_s'].to_list()
         return {'how': 'recorded', 'wall_s': statistics.median(w), 'low_s': min(w), 'high_s': max(w), 'n': len(w),
