@@ -100,8 +100,9 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 # Files that must run on one worker, one after the other (`--dist loadgroup`; every other file is a group of its own, so its
-# module fixtures start once): the Kubernetes cluster and the Docker engine both run a containerd on /run/containerd.
-GROUPS = {'test_kube.py': 'containerd', 'test_image.py': 'containerd'}
+# module fixtures start once). None today: the Kubernetes cluster and the Docker engine each run a containerd, and share only
+# the shims' socket directory, which each leaves as it found it (`shim_dir_undo`), so they run side by side.
+GROUPS = {}
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(session, config, items):

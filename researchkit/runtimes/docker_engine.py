@@ -15,10 +15,10 @@ from ..core import project_root
 from ..testbed.tools import fabric_config_dir, go_tools, tool_path
 
 # %% auto #0
-__all__ = ['ENGINE_PACKAGES', 'ENGINE_PATHS', 'ENGINE_LINKS', 'ENGINE_CGROUPS', 'ENGINE_CHAINS', 'HOST_CA_DIR', 'BASE_PACKAGES',
-           'CA_ENV', 'TOOLS_DIR_IN_IMAGE', 'docker_cache', 'engine_cli', 'engine_unavailable', 'install_engine',
-           'install_debs', 'host_state', 'state_diff', 'DockerEngine', 'import_tree', 'base_images', 'tools_image',
-           'build_image']
+__all__ = ['ENGINE_PACKAGES', 'ENGINE_PATHS', 'ENGINE_LINKS', 'ENGINE_CGROUPS', 'ENGINE_CHAINS', 'SHIM_DIR', 'HOST_CA_DIR',
+           'BASE_PACKAGES', 'CA_ENV', 'TOOLS_DIR_IN_IMAGE', 'docker_cache', 'engine_cli', 'engine_unavailable',
+           'install_engine', 'install_debs', 'shim_leftovers', 'shim_dir_undo', 'host_state', 'state_diff',
+           'DockerEngine', 'import_tree', 'base_images', 'tools_image', 'build_image']
 
 # %% ../../nbs/18b_docker_engine.ipynb #c005
 ENGINE_PACKAGES = ('docker.io',)   # Debian 12: Docker 20.10 (pulls containerd, runc, iptables, tini)
@@ -82,6 +82,32 @@ def install_debs(packages,               # Debian package names
 def _missing_debs(packages) -> list[str]:
     return [p for p in packages if subprocess.run(['dpkg-query', '-W', '-f=${Status}', p], capture_output=True, text=True).stdout != 'install ok installed']
 
+# %% ../../nbs/18b_docker_engine.ipynb #c005b
+SHIM_DIR = '/run/containerd'   # containerd's shims bind their sockets in SHIM_DIR/s, for every containerd on the host
+
+def _served_sockets() -> set[str]:
+    "Paths of the unix sockets some process has bound (/proc/net/unix of this network namespace, where the shims run)."
+    return {f[7] for l in pathlib.Path('/proc/net/unix').read_text().splitlines()[1:] if len(f := l.split()) >= 8}
+
+def shim_leftovers(root:str=SHIM_DIR) -> list[str]:
+    "What in `root` nobody serves: each socket under `root`/s no process has bound, and `root` itself when it exists with no served socket in it."
+    if not os.path.isdir(root): return []
+    served = _served_sockets()
+    socks = [str(p) for p in pathlib.Path(root).rglob('*') if p.is_socket()]
+    out = [p for p in socks if p not in served]
+    if not any(p in served for p in socks): out.append(root)
+    return sorted(out)
+
+def shim_dir_undo(before:list[str],      # the run's footprint paths before it started (what was left over then stays)
+                  root:str=SHIM_DIR) -> str:
+    "Shell lines removing what the run left in `root` once its shims are gone: sockets nobody serves, then `s` and `root` if empty — not what `before` lists."
+    q = shlex.quote
+    keep = ' '.join(q(p) for p in before if p == root or p.startswith(root.rstrip('/') + '/'))
+    return f"""R={q(root)}; for f in $(find "$R" -type s 2>/dev/null); do case " {keep} " in *" $f "*) continue;; esac
+awk 'NR > 1 && NF >= 8 {{print $8}}' /proc/net/unix | grep -qxF "$f" || rm -f "$f"; done
+case " {keep} " in *" $R "*) ;; *) rmdir "$R/s" "$R" 2>/dev/null;; esac; true"""
+
+
 # %% ../../nbs/18b_docker_engine.ipynb #c006
 def _iptables_rules(tool:str) -> list[str]:
     "`tool` (iptables-save or ip6tables-save) without comments and counters; [] when the tool is not installed."
@@ -144,7 +170,7 @@ def _own_pids(run_id:str, roots) -> list[str]:
 def host_state(run_id:str|None=None,    # the run (default `current_run_id()`): links, top-level cgroups, /run/netns entries, iptables lines named after it
                roots=(),                # its own directories and sockets: whether they exist, mounts under them, processes naming them
                *, mounts=(),            # more directories whose mounts are its own (a data root whose lock it holds, default paths it created)
-               paths=ENGINE_PATHS,      # default state paths that must not appear (checked for existence: no other run makes them)
+               paths=ENGINE_PATHS,      # default state paths that must not appear (checked for existence: no other run makes them; `SHIM_DIR` by its leftovers)
                links=ENGINE_LINKS,      # links only an engine makes (they, and what is enslaved to them, count)
                cgroups=ENGINE_CGROUPS,  # top-level cgroups only an engine makes
                chains=ENGINE_CHAINS,    # iptables chain name prefixes only an engine makes
@@ -166,7 +192,7 @@ def host_state(run_id:str|None=None,    # the run (default `current_run_id()`): 
         'mounts': sorted(m for m in mps if _under(m, roots + mounts)
                          or (os.path.dirname(m) in ('/run/netns', '/var/run/netns') and os.path.basename(m).startswith(ns))),
         'cgroups': sorted(f"{c.name}/{g.name}" for c in cg.iterdir() if c.is_dir() for g in c.iterdir() if named(g.name, cgroups) and g.is_dir()),
-        'paths': sorted(p for p in {*paths, *roots} if os.path.lexists(p)),
+        'paths': sorted({p for p in {*paths, *roots} if p != SHIM_DIR and os.path.lexists(p)} | (set(shim_leftovers()) if SHIM_DIR in paths else set())),
         'netns': [n for n in ls('/run/netns') if n.startswith(ns)],
         'processes': _own_pids(rid, roots),
     }
@@ -223,9 +249,9 @@ class DockerEngine:
         u = _undo_script(self.exec_root, str(self.data_root), self.sock, self.pidfile, self.cgroup_parent)
         # dockerd makes /run/docker/plugins (plugin discovery, not configurable): removed if it was not there before
         if self.before is not None and '/run/docker' not in self.before['paths']: u += "; rmdir /run/docker/plugins /run/docker 2>/dev/null; true"
-        # containerd-shim sockets go under /run/containerd/s/ whatever the exec root (hard-coded): the directory goes if it was not there
-        # (a fresh host showed it: the engine's first run created it)
-        if self.before is not None and '/run/containerd' not in self.before['paths']: u += "; rm -rf /run/containerd; true"
+        # containerd-shim sockets go under /run/containerd/s/ whatever the exec root (hard-coded; a fresh host showed the engine's first run
+        # create it): what of it nobody serves goes, unless it was left over before the run
+        if self.before is not None: u += "; " + shim_dir_undo(self.before['paths'])
         return u
 
     def start(self) -> 'DockerEngine':

@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from ..core import ConfigError, NotMeasurable, ResearchkitError, current_run_id, project_root
 from ..teardown import Teardown
 from ..testbed.nodes import LocalNode
-from .docker_engine import install_debs, host_state, state_diff
+from .docker_engine import install_debs, host_state, state_diff, shim_dir_undo, SHIM_DIR
 from ..testbed.tools import go_tools, tool_path
 
 # %% auto #0
@@ -179,7 +179,7 @@ def _free_port() -> int:
 def _undo_script(run:str, base:str, bridge:str, cgroup:str, sysctls:list[str], paths_before:list[str], netns_before:list[str]) -> str:
     "Stop every process of the cluster, unmount and remove its directories, cgroups and bridge, restore the tunables and default paths."
     q = shlex.quote
-    absent = [p for p in KUBE_PATHS if p not in paths_before]
+    absent = [p for p in KUBE_PATHS if p not in paths_before and p != SHIM_DIR]   # the shims' directory is shared: `shim_dir_undo`
     return f"""B={q(base)}
 mine() {{ for c in {' '.join(sorted({c[:15] for c in KUBE_COMMS}))}; do for p in $(pgrep -x "$c"); do tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -qF -- "$1" && echo $p; done; done; }}
 for p in $(mine "$B/"); do kill -TERM $p 2>/dev/null; done
@@ -192,7 +192,8 @@ for c in /sys/fs/cgroup/*/{q(cgroup)}; do [ -d "$c" ] && find "$c" -depth -type 
 ip link del {q(bridge)} 2>/dev/null
 for n in $(ls /run/netns 2>/dev/null); do case " {' '.join(netns_before)} " in *" $n "*) ;; cni-*) ip netns del "$n" 2>/dev/null;; esac; done
 {''.join(f"echo {q(v)} > /proc/sys/{k} 2>/dev/null; " for k, v in (s.split('=', 1) for s in sysctls))}
-rm -rf "$B" {' '.join(q(p) for p in absent)}; true"""
+rm -rf "$B" {' '.join(q(p) for p in absent)}
+{shim_dir_undo(paths_before)}"""
 
 class KubeAccessError(ResearchkitError):
     "The API server refused the kubeconfig's credentials (401) or their permission (403): an error of access, which waiting does not cure."
