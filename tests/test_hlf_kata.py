@@ -23,6 +23,11 @@ def test_profiles_scale_the_paper_and_keep_its_shape():
     # the paper's budgets, scaled: its smallest and largest (the 4x range claims 1 and 2 compare), 6 pCPU left to full (quick.yaml says why)
     assert [hk.pcpu(q, b) for b in q['budgets']] == [2, 4, 8] and q['budgets'][-1] / q['budgets'][0] == 4
     assert {s['budget'] for s in q['vcpu']['sets']} <= set(q['budgets']) and q['ends_repetitions'] > q['repetitions']
+    # claim 1's overloaded smallest budget, where its ratio spreads most, gets the most repetitions; claims 1 and 2 (the ends) the next most
+    reps = {}
+    for pts, r in hk.sweeps(q, 'budget', hk.plan(q)['budget']):
+        for p in pts: reps[p['budget']] = max(reps.get(p['budget'], 0), r)
+    assert reps == {0.25: q['smallest_repetitions'], 0.5: q['repetitions'], 1.0: q['ends_repetitions']} and q['smallest_repetitions'] > q['ends_repetitions']
     # the quick and smoke rates are fractions of the secure runtime's capacity: it and native's are calibrated at the largest budget
     cal = hk.plan(q)['calibration']
     assert [(p['role'], p['runtime'], p['budget']) for p in cal] == [('secure', 'kata', 1.0), ('native', 'runc', 1.0)]
