@@ -293,10 +293,12 @@ def test_plan_reads_the_records_and_starts_nothing():
     for want in ('lsm-bpf, profile quick, testbed local (local): nothing is started', 'percall', 'fio', 'wrk',
                  'up to 8 repetitions while the campaign is under 4.5 min', 'recorded quick campaign(s) on this testbed', 'claim lsm: '):
         assert want in got, (want, got)
-    n = {e: int(c) for e, c in re.findall(r'^  (\w+)\s+(\d+)$', got, re.M)}
+    n = {e: (int(c), int(m)) for e, c, m in re.findall(r'^  (\w+)\s+(\d+) points? +(\d+) measurements?$', got, re.M)}
     from researchkit.studies.catalog import get_study, load_params
-    s = get_study('lsm-bpf')
-    assert n == {e: len(p) for e, p in s.plan(load_params('lsm-bpf', 'quick')).items()}, n
+    s, P = get_study('lsm-bpf'), load_params('lsm-bpf', 'quick')
+    # every point of the plan, measured `repetitions` times but the figure-only ones (fio's and wrk's hook-heavy variants) once
+    once = {e: sum(1 for p in pts if p.get('variant') in ('open', 'close')) for e, pts in s.plan(P).items()}
+    assert n == {e: (len(p), P['repetitions'] * (len(p) - once[e]) + once[e]) for e, p in s.plan(P).items()} and once['fio'], n
     r = cli('plan', 'hlf-ec', '--param', 'repetitions=6')   # a custom run: the quick campaigns scaled, 6 / 4 repetitions
     assert r.returncode == 0 and 'profile quick+custom' in r.stdout and '54 point-repetitions × ' in r.stdout, r.stdout   # 9 points x 6
     for study in ('cni-net', 'runtimes-web', 'lsm-bpf', 'hlf-kata', 'hlf-ec'):   # every full profile validates and plans

@@ -78,7 +78,7 @@ class Study:
     tools: Callable = _no_tools          # (node) -> {tool: version} recorded with every record
     prepare: Callable = _no_prepare      # (node) -> {what: where}: build on node what the method needs before it measures (its images); idempotent, so `make setup` runs it (`researchkit prepare`) beside the tool builds
     testbeds: tuple = ('local', 'ssh')   # testbed kinds the method runs on ('kubernetes': pods of a cluster, researchkit.testbed.kube)
-    schedule: Callable|None = None       # (P, apparatus) -> [Step, ...]: the sweeps in order; None: `plan_schedule(plan)`
+    schedule: Callable|None = None       # (P, apparatus) -> [Step, ...]: the sweeps in order (apparatus None: what a run where everything can run would sweep; `plan` counts from it); None: `plan_schedule(plan)`
     search: Callable|None = None         # (df, P) -> [claims.Finer, ...]: points between a grid's values that locate what the grid only brackets (a knee), chosen from the curves alone, never from a verdict; measured after the sweeps, before the first look, in a campaign with adaptive rounds (`max_repetitions`; `adaptive.search`)
 
     def steps(self, P:dict, apparatus) -> list[Step]:

@@ -29,10 +29,10 @@ __all__ = ['NAME', 'TITLE', 'SEED', 'ROLES', 'CONTAINERS', 'RATE_UNITS', 'ROLE_O
            'PAIRED', 'TPS', 'TPS_FROM', 'PAPER', 'BIG_LOSS', 'NEAR', 'CPU_MORE', 'CPU_GROWS', 'FEW_TPS', 'FEW_LAT',
            'STARVED', 'BARELY', 'study', 'pcpu', 'check_params', 'check_host', 'preflight', 'plan', 'sweeps', 'quotas',
            'Bench', 'block_tps', 'backlog_growth', 'carried', 'sets_rates', 'measure_fn', 'calibration_loads',
-           'earlier_capacities', 'check_rate', 'figure_only', 'apparatus', 'method', 'schedule', 'runtimes_here',
-           'carried_tps', 'with_tps', 'per_rep', 'decide_mean', 'secure_runtime', 'secure_label', 'budget_ratio',
-           'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios', 'optional_ratio', 'paper_ratios',
-           'fig4_table', 'figures', 'rate_check_note', 'notes', 'tool_versions']
+           'earlier_capacities', 'check_rate', 'figure_only', 'apparatus', 'method', 'Planned', 'schedule',
+           'runtimes_here', 'carried_tps', 'with_tps', 'per_rep', 'decide_mean', 'secure_runtime', 'secure_label',
+           'budget_ratio', 'vcpu_against_native', 'vcpu_pairs', 'claims', 'fig3_table', 'fig3_ratios', 'optional_ratio',
+           'paper_ratios', 'fig4_table', 'figures', 'rate_check_note', 'notes', 'tool_versions']
 
 # %% ../../nbs/64_hlf_kata.ipynb #c005
 NAME = 'hlf-kata'
@@ -540,8 +540,15 @@ def both_up(self:Bench):
         rt = self.P['native'] if role == 'native' else self.secure   # the runtime `plan` gives the role's points
         if ok and rt and rt not in self.nets: self.network(rt)
 
-def schedule(P:dict, bench:Bench) -> list[Step]:
+class Planned:
+    "The cast a plan assumes, nothing tried (`schedule` without an apparatus): every role's runtime runs — the paper's secure one, no stand-in — one network at a time unless `both_networks`, its points shuffled per repetition (quotas set live, as on every bed here)."
+    def __init__(self, P:dict):
+        self.P, self.keep_both, self.shuffle = P, bool(P.get('both_networks')), True
+        Bench.cast(self, [('native', P['native'], True, ''), ('secure', P['secure'], True, ''), ('standin', P['standin'], True, '')])
+
+def schedule(P:dict, bench:Bench|None=None) -> list[Step]:
     "The runtimes' rows; the paper's secure runtime's points not measurable (with the reason) where it cannot run, its stand-in measured in its role; then per role, in the order their networks run, its calibration and — one network at a time — its Fig. 3 and Fig. 4 points (`sweeps`: the points claims compare get the repetitions they need, figure-only ones once), or with both networks up (`both_networks`) every point after the calibrations, a budget's two runtimes back to back (`PAIRED`)."
+    bench = bench or Planned(P)
     st = bench.status
     out = [Step('runtimes', [dict(role=role, runtime=rt) for role, (rt, ok, why) in st.items()], 1)]
     sec_rt, sec_ok, sec_why = st['secure']

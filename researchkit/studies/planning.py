@@ -18,13 +18,25 @@ from .contract import REPRODUCTION_PROFILE, check_testbed_kind
 from ..testbed.inventory import load_inventory
 
 # %% auto #0
-__all__ = ['LENGTH_KEYS', 'planned_work', 'planned_load', 'measured_load', 'recorded_costs', 'estimate_wall',
-           'not_measurable_here', 'plan_study', 'format_plan']
+__all__ = ['LENGTH_KEYS', 'planned_measurements', 'planned_work', 'planned_load', 'measured_load', 'recorded_costs',
+           'estimate_wall', 'not_measurable_here', 'plan_study', 'format_plan']
 
 # %% ../../nbs/59c_planning.ipynb #c005
-def planned_work(study, P:dict) -> dict[str, int]:
-    "Experiment -> points of the plan for parameters `P` (each measured `repetitions` times before any adaptive round)."
-    return {e: len(pts) for e, pts in study.plan(P).items() if pts}
+def planned_measurements(study, P:dict) -> dict[str, list[tuple[dict, int]]]:
+    "Experiment of the plan -> [(point, times measured before any adaptive round)]: what the study's own schedule sweeps (`Study.steps` without an apparatus: as a run where everything can run), each point to its step's repetitions (else `repetitions`), figure-only points once, points recorded not measurable never."
+    base, exps = int(P.get('repetitions') or 1), [e for e, pts in study.plan(P).items() if pts]
+    got = {e: {} for e in exps}
+    for s in study.steps(P, None):
+        if s.experiment not in got: continue   # a study's own bookkeeping rows (which runtimes play which role), not a plan's points
+        for p in s.points:
+            n = 0 if s.unavailable else 1 if s.figure_only is not None and s.figure_only(p) else int(s.repetitions or base)
+            k = json.dumps(p, sort_keys=True, default=str)
+            got[s.experiment][k] = (p, max(n, got[s.experiment].get(k, (p, 0))[1]))   # a later step takes a point further
+    return {e: list(v.values()) for e, v in got.items()}
+
+def planned_work(study, P:dict) -> dict[str, tuple[int, int]]:
+    "Experiment -> (points, measurements before any adaptive round) of the plan for parameters `P` (`planned_measurements`)."
+    return {e: (len(m), sum(n for _, n in m)) for e, m in planned_measurements(study, P).items()}
 
 LENGTH_KEYS = ('seconds', 'duration', 'warmup_s')   # a point's own load length (s), where its parameters say it
 
@@ -32,10 +44,9 @@ def _length(p:dict) -> float:
     return sum(float(v) for k, v in p.items() if k in LENGTH_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool))
 
 def planned_load(study, P:dict) -> tuple[int, float]:
-    "(point-repetitions, seconds of load they hold): every point of the plan × `repetitions` (the upper side: a study may measure some points fewer times), and the sum of their `LENGTH_KEYS`."
-    reps = int(P.get('repetitions') or 1)
-    pts = [p for ps in study.plan(P).values() for p in ps]
-    return len(pts) * reps, reps * sum(_length(p) for p in pts)
+    "(point-repetitions, seconds of load they hold): every measurement `planned_measurements` counts (the upper side where a curve stops at its collapse), and the sum of their `LENGTH_KEYS`."
+    m = [(p, n) for ms in planned_measurements(study, P).values() for p, n in ms]
+    return sum(n for _, n in m), sum(n * _length(p) for p, n in m)
 
 def measured_load(df:pl.DataFrame, experiments=None) -> tuple[int, float]:
     "(point-repetitions, seconds of load they held) that a campaign's records `df` (points expanded) measured: every point and repetition of `experiments` (None: every experiment; a plan's, to compare with `planned_load`) with a measured value, adaptive rounds included, not-measurable rows and the campaign's own rows left out."
@@ -125,8 +136,8 @@ def format_plan(p:dict) -> str:
     m = lambda s: f"{s / 60:.1f} min"
     out = [f"{p['study']}, profile {p['profile']}, testbed {p['testbed']} ({p['kind']}): nothing is started", '',
            *([f"a run here would be refused before anything starts: {p['refused']}", ''] if p.get('refused') else []),
-           f"points by experiment, each measured {p['repetitions']} time(s) before any adaptive round:"]
-    out += [f"  {e:<14} {n:>5}" for e, n in p['points'].items()]
+           f"points by experiment, and how many measurements the schedule makes of them before any adaptive round (repetitions {p['repetitions']}; figure-only points once):"]
+    out += [f"  {e:<14} {n:>5} point{'s' if n != 1 else ' '} {m:>5} measurement{'s' if m != 1 else ''}" for e, (n, m) in p['points'].items()]
     out.append(f"adaptive rounds: the points an undecided claim reads, up to {p['max_repetitions']} repetitions while the campaign is under {p['budget_min']} min"
                if p['max_repetitions'] and p['budget_min'] else "adaptive rounds: none (no max_repetitions and budget_min in these parameters)")
     e = p['estimate']
@@ -137,7 +148,7 @@ def format_plan(p:dict) -> str:
         out.append(f"estimated wall time: ~{m(e['wall_s'])} ({e['point_reps']} point-repetitions × {e['per_point_s']:.1f} s each besides their load, "
                    f"as campaign {e['campaigns'][0]} ({e['ref_profile']}, {m(e['ref_wall_s'])} for {e['ref_point_reps']}; its parameters "
                    f"{'differ' if e['ref_params'] == 'recorded' else 'were not recorded'}) spent, + {m(e['load_s'])} of load; "
-                   f"the upper side where a study measures some points fewer times; rough)")
+                   f"the upper side where a curve stops at its collapse; rough)")
     if p['budget_min'] and p['max_repetitions'] and e:
         out.append(f"  adaptive rounds may run until about {p['budget_min']} min" if e['wall_s'] < p['budget_min'] * 60 else
                    f"  no room for adaptive rounds: the base plan alone is over budget_min ({p['budget_min']} min)")
