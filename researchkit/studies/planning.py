@@ -10,7 +10,7 @@ import json, statistics
 import polars as pl
 from ..core import ConfigError
 from ..claims import evaluate
-from ..results.records import CAMPAIGN
+from ..results.records import CAMPAIGN, point_key
 from ..results.store import ResultStore
 from .campaign import output_dirs, params_json, recorded_custom, recorded_params, resolve_params
 from .catalog import get_study
@@ -30,7 +30,7 @@ def planned_measurements(study, P:dict) -> dict[str, list[tuple[dict, int]]]:
         if s.experiment not in got: continue   # a study's own bookkeeping rows (which runtimes play which role), not a plan's points
         for p in s.points:
             n = 0 if s.unavailable else 1 if s.figure_only is not None and s.figure_only(p) else int(s.repetitions or base)
-            k = json.dumps(p, sort_keys=True, default=str)
+            k = point_key(study.name, s.experiment, p)   # a point as the campaign knows it (a sweep skips what it recorded)
             got[s.experiment][k] = (p, max(n, got[s.experiment].get(k, (p, 0))[1]))   # a later step takes a point further
     return {e: list(v.values()) for e, v in got.items()}
 
@@ -137,7 +137,7 @@ def format_plan(p:dict) -> str:
     out = [f"{p['study']}, profile {p['profile']}, testbed {p['testbed']} ({p['kind']}): nothing is started", '',
            *([f"a run here would be refused before anything starts: {p['refused']}", ''] if p.get('refused') else []),
            f"points by experiment, and how many measurements the schedule makes of them before any adaptive round (repetitions {p['repetitions']}; figure-only points once):"]
-    out += [f"  {e:<14} {n:>5} point{'s' if n != 1 else ' '} {m:>5} measurement{'s' if m != 1 else ''}" for e, (n, m) in p['points'].items()]
+    out += [f"  {e:<14} {n:>5} point{'s' if n != 1 else ' '} {k:>5} measurement{'s' if k != 1 else ''}" for e, (n, k) in p['points'].items()]
     out.append(f"adaptive rounds: the points an undecided claim reads, up to {p['max_repetitions']} repetitions while the campaign is under {p['budget_min']} min"
                if p['max_repetitions'] and p['budget_min'] else "adaptive rounds: none (no max_repetitions and budget_min in these parameters)")
     e = p['estimate']
